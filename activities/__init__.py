@@ -1,0 +1,1 @@
+"""All of Perdure's I/O that runs inside Temporal activities."""

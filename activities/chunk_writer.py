@@ -1,0 +1,70 @@
+"""Write chunks to the log in batches, then wake readers: nothing is published unlogged.
+
+The first chunk is written at once; chunks produced while a write is in flight are
+coalesced into the next write. Latency stays at one write, and a fast provider gets
+batches as large as the store needs to keep up.
+"""
+
+import asyncio
+from collections.abc import Callable
+
+from domain.ui import Chunk
+from storage.bus import ChunkBus
+from storage.chunks import append_chunks
+from storage.db import Database
+
+
+class ChunkWriter:
+    def __init__(
+        self,
+        db: Database,
+        bus: ChunkBus,
+        *,
+        message_id: str,
+        attempt: int,
+        on_flush: Callable[[int], None] | None = None,
+    ) -> None:
+        self._db = db
+        self._bus = bus
+        self._message_id = message_id
+        self._attempt = attempt
+        self._on_flush = on_flush
+        self._buffer: list[Chunk] = []
+        self._drain_task: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None
+        self.last_seq = -1
+        self.written = 0
+
+    def add(self, chunks: list[Chunk]) -> None:
+        if self._failure is not None:
+            raise self._failure
+        if not chunks:
+            return
+        self._buffer.extend(chunks)
+        if self._drain_task is None or self._drain_task.done():
+            self._drain_task = asyncio.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        try:
+            while self._buffer:
+                batch, self._buffer = self._buffer, []
+                self.last_seq = await append_chunks(
+                    self._db, message_id=self._message_id, chunks=batch, attempt=self._attempt
+                )
+                self.written += len(batch)
+                self._bus.publish(self._message_id)
+                if self._on_flush is not None:
+                    self._on_flush(self.last_seq)
+        except BaseException as error:
+            self._failure = error
+            raise
+
+    async def flush(self) -> None:
+        """Wait until everything added so far is in the log."""
+        while self._drain_task is not None and not self._drain_task.done():
+            await asyncio.shield(self._drain_task)
+        if self._failure is not None:
+            raise self._failure
+        if self._buffer:
+            self._drain_task = asyncio.create_task(self._drain())
+            await asyncio.shield(self._drain_task)

@@ -1,0 +1,231 @@
+"""`anthropic:<model>`: the Anthropic Messages API, streamed.
+
+Anthropic has no server-side resume; recovery is a prefill continuation. The API rejects a
+final assistant message that ends in whitespace, so the prefill is sent right-stripped and
+the whitespace the model repeats at the start of its continuation is dropped.
+"""
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from anthropic import omit
+from anthropic.types import (
+    AssistantMessageParam,
+    InputJSONDelta,
+    MessageParam,
+    RawContentBlockDeltaEvent,
+    RawContentBlockStartEvent,
+    RawContentBlockStopEvent,
+    RawMessageDeltaEvent,
+    RawMessageStartEvent,
+    RawMessageStopEvent,
+    RawMessageStreamEvent,
+    TextBlockParam,
+    ThinkingDelta,
+    ToolParam,
+    ToolResultBlockParam,
+    ToolUseBlock,
+    ToolUseBlockParam,
+    UserMessageParam,
+)
+from anthropic.types import (
+    TextDelta as AnthropicTextDelta,
+)
+
+from activities.providers.base import ModelRequest, ProviderError
+from activities.providers.clients import anthropic_client
+from activities.providers.common import FinishReason, parse_arguments, translate_errors
+from domain.conversation import AssistantItem, ToolResultItem, UserItem
+from domain.provider_events import (
+    Finish,
+    ProviderEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+
+Block = TextBlockParam | ToolUseBlockParam | ToolResultBlockParam
+Role = Literal["user", "assistant"]
+
+_STOP: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool-calls",
+    "refusal": "content-filter",
+}
+
+
+def _blocks(item: UserItem | AssistantItem | ToolResultItem) -> list[Block]:
+    if isinstance(item, UserItem):
+        return [{"type": "text", "text": item.text}] if item.text else []
+    if isinstance(item, ToolResultItem):
+        return [
+            {
+                "type": "tool_result",
+                "tool_use_id": item.tool_call_id,
+                "content": item.output,
+                "is_error": item.is_error,
+            }
+        ]
+    blocks: list[Block] = [{"type": "text", "text": item.text}] if item.text else []
+    blocks.extend(
+        {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}
+        for call in item.tool_calls
+    )
+    return blocks
+
+
+def _message(role: Role, blocks: list[Block]) -> MessageParam:
+    if role == "user":
+        return UserMessageParam(role="user", content=blocks)
+    return AssistantMessageParam(role="assistant", content=blocks)
+
+
+def anthropic_messages(request: ModelRequest) -> list[MessageParam]:
+    """Alternating user/assistant messages: consecutive same-role items share one message.
+
+    Tool results become `tool_result` blocks of a user message; the prefill becomes a final
+    assistant message without trailing whitespace.
+    """
+    turns: list[tuple[Role, list[Block]]] = []
+
+    def add(role: Role, blocks: list[Block]) -> None:
+        if not blocks:
+            return
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(blocks)
+        else:
+            turns.append((role, list(blocks)))
+
+    for item in request.conversation:
+        add("assistant" if isinstance(item, AssistantItem) else "user", _blocks(item))
+    prefill = (request.prefill or "").rstrip()
+    if prefill:
+        add("assistant", [{"type": "text", "text": prefill}])
+    return [_message(role, blocks) for role, blocks in turns]
+
+
+def anthropic_tools(request: ModelRequest) -> list[ToolParam]:
+    return [
+        {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+        for tool in request.tools
+    ]
+
+
+class WhitespaceDeduper:
+    """Drops, from the start of the continuation, the whitespace stripped off the prefill."""
+
+    def __init__(self, prefill: str | None) -> None:
+        text = prefill or ""
+        self._pending = text[len(text.rstrip()) :]
+
+    def __call__(self, delta: str) -> str:
+        while self._pending and delta and delta[0] == self._pending[0]:
+            delta, self._pending = delta[1:], self._pending[1:]
+        if delta:
+            self._pending = ""
+        return delta
+
+
+@dataclass
+class _ToolUse:
+    id: str
+    name: str
+    json_parts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Reader:
+    """Translates Anthropic stream events; remembers tool-use blocks, usage and stop reason."""
+
+    dedupe: WhitespaceDeduper
+    tools: dict[int, _ToolUse] = field(default_factory=dict)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    stop_reason: str | None = None
+    stopped: bool = False
+
+    def read(self, event: RawMessageStreamEvent) -> list[ProviderEvent]:
+        if isinstance(event, RawMessageStartEvent):
+            self.input_tokens = event.message.usage.input_tokens
+        elif isinstance(event, RawContentBlockStartEvent):
+            block = event.content_block
+            if isinstance(block, ToolUseBlock):
+                self.tools[event.index] = _ToolUse(id=block.id, name=block.name)
+                return [ToolCallStart(id=block.id, name=block.name)]
+        elif isinstance(event, RawContentBlockDeltaEvent):
+            return self._delta(event)
+        elif isinstance(event, RawContentBlockStopEvent):
+            tool = self.tools.pop(event.index, None)
+            if tool is not None:
+                arguments = parse_arguments("".join(tool.json_parts))
+                return [ToolCallEnd(id=tool.id, name=tool.name, arguments=arguments)]
+        elif isinstance(event, RawMessageDeltaEvent):
+            self.stop_reason = event.delta.stop_reason or self.stop_reason
+            self.output_tokens = event.usage.output_tokens
+        elif isinstance(event, RawMessageStopEvent):
+            self.stopped = True
+        return []
+
+    def _delta(self, event: RawContentBlockDeltaEvent) -> list[ProviderEvent]:
+        delta = event.delta
+        if isinstance(delta, AnthropicTextDelta):
+            text = self.dedupe(delta.text)
+            return [TextDelta(text=text)] if text else []
+        if isinstance(delta, ThinkingDelta):
+            return [ReasoningDelta(text=delta.thinking)] if delta.thinking else []
+        if isinstance(delta, InputJSONDelta):
+            tool = self.tools.get(event.index)
+            if tool is not None and delta.partial_json:
+                tool.json_parts.append(delta.partial_json)
+                return [ToolCallDelta(id=tool.id, arguments_delta=delta.partial_json)]
+        return []
+
+    def finish(self) -> Finish:
+        return Finish(
+            reason=_STOP.get(self.stop_reason or "", "other"),
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+        )
+
+
+class AnthropicMessagesProvider:
+    """Messages streaming; mid-stream `error` events surface as (retryable) ProviderErrors."""
+
+    supports_resume = False
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.label = f"anthropic:{model}"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        async for event in translate_errors(self.label, self._events(request)):
+            yield event
+
+    async def _events(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
+        client = anthropic_client()
+        tools = anthropic_tools(request)
+        stream = await client.messages.create(
+            model=request.model or self.model,
+            max_tokens=request.max_output_tokens,
+            messages=anthropic_messages(request),
+            system=request.system or omit,
+            tools=tools or omit,
+            stream=True,
+        )
+        reader = _Reader(dedupe=WhitespaceDeduper(request.prefill))
+        async with stream:
+            async for event in stream:
+                for translated in reader.read(event):
+                    yield translated
+                if reader.stopped:
+                    break
+        if not reader.stopped:
+            message = f"{self.label}: the stream ended before message_stop"
+            raise ProviderError(message, retryable=True)
+        yield reader.finish()

@@ -1,0 +1,129 @@
+"""Classify SDK and transport failures as `ProviderError`s for Temporal's retry policy.
+
+408, 409, 429, 5xx, dropped connections and timeouts are retryable; other 4xx are not.
+A 400 that mentions prefill marks `prefill_rejected`, so the caller regenerates the step.
+"""
+
+import email.utils
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2
+import openai
+
+from activities.providers.base import ProviderError
+
+_RETRYABLE_STATUSES = frozenset({408, 409, 429})
+_RETRYABLE_ERROR_TYPES = frozenset(
+    {
+        "overloaded_error",
+        "api_error",
+        "rate_limit_error",
+        "timeout_error",
+        "server_error",
+        "rate_limit_exceeded",
+    }
+)
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """`retry-after-ms`, else `retry-after` as seconds or an HTTP date; None if absent or bad."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _body_message(body: object) -> str | None:
+    """`error.message` from an OpenAI or Anthropic JSON error body."""
+    if isinstance(body, Mapping):
+        error: Any = body.get("error", body)
+        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+            return str(error["message"])
+    return None
+
+
+def _body_error_type(body: object) -> str | None:
+    if isinstance(body, Mapping):
+        error: Any = body.get("error", body)
+        if isinstance(error, Mapping):
+            kind = error.get("type") or error.get("code")
+            return str(kind) if kind is not None else None
+    return None
+
+
+def from_status(
+    provider: str,
+    status: int,
+    message: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    error_type: str | None = None,
+) -> ProviderError:
+    """Classify an HTTP error status (or a mid-stream error event carried by a 200)."""
+    retryable = (
+        status in _RETRYABLE_STATUSES
+        or status >= 500
+        or (status < 400 and error_type in _RETRYABLE_ERROR_TYPES)
+    )
+    detail = f"{provider}: HTTP {status}" if status >= 400 else f"{provider}: stream error"
+    if error_type:
+        detail += f" {error_type}"
+    return ProviderError(
+        f"{detail}: {message}",
+        retryable=retryable,
+        retry_after=retry_after_seconds(headers) if retryable and headers is not None else None,
+        status=status if status >= 400 else None,
+        prefill_rejected=status == 400 and "prefill" in message.lower(),
+    )
+
+
+def _from_status_error(
+    provider: str, status: int, headers: Mapping[str, str], body: object, fallback: str
+) -> ProviderError:
+    message = _body_message(body) or fallback
+    return from_status(
+        provider, status, message, headers=headers, error_type=_body_error_type(body)
+    )
+
+
+def to_provider_error(provider: str, exc: BaseException) -> ProviderError | None:
+    """The `ProviderError` for a known SDK or transport failure; None for anything else."""
+    if isinstance(exc, ProviderError):
+        return exc
+    if isinstance(exc, openai.APIStatusError | anthropic.APIStatusError):
+        response = exc.response
+        return _from_status_error(
+            provider, exc.status_code, response.headers, exc.body, exc.message
+        )
+    if isinstance(exc, openai.APITimeoutError | anthropic.APITimeoutError):
+        return ProviderError(f"{provider}: request timed out", retryable=True)
+    if isinstance(exc, openai.APIConnectionError | anthropic.APIConnectionError):
+        return ProviderError(
+            f"{provider}: connection error: {exc.__cause__ or exc}", retryable=True
+        )
+    if isinstance(exc, httpx2.TimeoutException | httpx.TimeoutException):
+        return ProviderError(f"{provider}: request timed out", retryable=True)
+    if isinstance(exc, httpx2.TransportError | httpx.TransportError):
+        return ProviderError(f"{provider}: connection error: {exc}", retryable=True)
+    if isinstance(exc, openai.APIError):
+        # An error reported inside a 200 stream.
+        return from_status(provider, 200, exc.message, error_type=exc.type or exc.code or "error")
+    return None

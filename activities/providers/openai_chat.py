@@ -1,0 +1,190 @@
+"""`openai:<model>`: OpenAI Chat Completions, streamed."""
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass, field
+
+from openai import omit
+from openai.types.chat import (
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessageParam,
+)
+from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
+from openai.types.completion_usage import CompletionUsage
+
+from activities.providers.base import ModelRequest, ProviderError
+from activities.providers.clients import openai_client
+from activities.providers.common import (
+    FinishReason,
+    dump_arguments,
+    parse_arguments,
+    translate_errors,
+)
+from domain.conversation import AssistantItem, UserItem
+from domain.provider_events import (
+    Finish,
+    ProviderEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool-calls",
+    "function_call": "tool-calls",
+    "content_filter": "content-filter",
+}
+
+
+def chat_messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
+    """The conversation as Chat Completions messages; a prefill is a trailing assistant message."""
+    messages: list[ChatCompletionMessageParam] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    for item in request.conversation:
+        if isinstance(item, UserItem):
+            messages.append({"role": "user", "content": item.text})
+        elif isinstance(item, AssistantItem):
+            if not item.text and not item.tool_calls:
+                continue
+            message: ChatCompletionAssistantMessageParam = {"role": "assistant"}
+            if item.text:
+                message["content"] = item.text
+            if item.tool_calls:
+                message["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {
+                            "name": call.name,
+                            "arguments": dump_arguments(call.arguments),
+                        },
+                    }
+                    for call in item.tool_calls
+                ]
+            messages.append(message)
+        else:
+            output = f"Error: {item.output}" if item.is_error else item.output
+            messages.append({"role": "tool", "tool_call_id": item.tool_call_id, "content": output})
+    if request.prefill:
+        messages.append({"role": "assistant", "content": request.prefill})
+    return messages
+
+
+def chat_tools(request: ModelRequest) -> list[ChatCompletionFunctionToolParam]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+            },
+        }
+        for tool in request.tools
+    ]
+
+
+@dataclass
+class _PendingCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+    started: bool = False
+
+
+class ToolCallAccumulator:
+    """Turns Chat Completions tool-call fragments (keyed by index) into start/delta/end events."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, _PendingCall] = {}
+
+    def feed(self, fragment: ChoiceDeltaToolCall) -> list[ProviderEvent]:
+        call = self._calls.setdefault(fragment.index, _PendingCall())
+        call.id = call.id or (fragment.id or "")
+        function = fragment.function
+        if function is not None and function.name and not call.started:
+            call.name += function.name
+        piece = function.arguments if function is not None and function.arguments else ""
+        if piece:
+            call.arguments.append(piece)
+        events: list[ProviderEvent] = []
+        if not call.started and call.id and call.name:
+            call.started = True
+            events.append(ToolCallStart(id=call.id, name=call.name))
+            if call.arguments:
+                events.append(ToolCallDelta(id=call.id, arguments_delta="".join(call.arguments)))
+        elif call.started and piece:
+            events.append(ToolCallDelta(id=call.id, arguments_delta=piece))
+        return events
+
+    def finish(self) -> list[ProviderEvent]:
+        events: list[ProviderEvent] = []
+        for index, call in sorted(self._calls.items()):
+            call_id = call.id or f"call_{index}"
+            arguments = "".join(call.arguments)
+            if not call.started:
+                events.append(ToolCallStart(id=call_id, name=call.name))
+                if arguments:
+                    events.append(ToolCallDelta(id=call_id, arguments_delta=arguments))
+            events.append(
+                ToolCallEnd(id=call_id, name=call.name, arguments=parse_arguments(arguments))
+            )
+        return events
+
+
+def _finish(reason: str, usage: CompletionUsage | None) -> Finish:
+    return Finish(
+        reason=_FINISH.get(reason, "other"),
+        input_tokens=usage.prompt_tokens if usage else None,
+        output_tokens=usage.completion_tokens if usage else None,
+    )
+
+
+class OpenAIChatProvider:
+    """Chat Completions streaming with usage; tool calls arrive as indexed fragments."""
+
+    supports_resume = False
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.label = f"openai:{model}"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        async for event in translate_errors(self.label, self._events(request)):
+            yield event
+
+    async def _events(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
+        client = openai_client()
+        tools = chat_tools(request)
+        stream = await client.chat.completions.create(
+            model=request.model or self.model,
+            messages=chat_messages(request),
+            tools=tools or omit,
+            max_completion_tokens=request.max_output_tokens,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        calls = ToolCallAccumulator()
+        reason: str | None = None
+        usage: CompletionUsage | None = None
+        async with stream:
+            async for chunk in stream:
+                usage = chunk.usage or usage
+                for choice in chunk.choices:
+                    if choice.delta.content:
+                        yield TextDelta(text=choice.delta.content)
+                    for fragment in choice.delta.tool_calls or []:
+                        for event in calls.feed(fragment):
+                            yield event
+                    reason = choice.finish_reason or reason
+        if reason is None:
+            raise ProviderError(
+                f"{self.label}: the stream ended without a finish reason", retryable=True
+            )
+        for event in calls.finish():
+            yield event
+        yield _finish(reason, usage)

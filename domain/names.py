@@ -1,0 +1,20 @@
+"""Stable names: task queue, workflow ids, activity names.
+
+Activity and workflow names are recorded in Temporal history; renaming one breaks replay of
+running turns, so change them only with a versioning plan.
+"""
+
+from typing import Final
+
+DEFAULT_TASK_QUEUE: Final = "perdure"
+
+TURN_WORKFLOW: Final = "TurnWorkflow"
+ADMIT_SIGNAL: Final = "admit"
+
+MODEL_STEP_ACTIVITY: Final = "perdure.model_step"
+RUN_TOOL_ACTIVITY: Final = "perdure.run_tool"
+FINISH_TURN_ACTIVITY: Final = "perdure.finish_turn"
+
+
+def turn_workflow_id(submission_id: str) -> str:
+    return f"turn-{submission_id}"

@@ -1,0 +1,63 @@
+"""Payloads that cross Temporal: ids and small settings, never conversation text.
+
+Activities load what they need from the store by these ids, so workflow history stays
+O(steps) however long a conversation grows.
+"""
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Outcome = Literal["completed", "aborted", "error"]
+
+
+class TurnInput(BaseModel):
+    submission_id: str
+    session_id: str
+    assistant_message_id: str
+    agent: str
+    admitted: bool = False
+    """True when the gateway already claimed the session; otherwise wait for the admit signal."""
+
+
+class TurnResult(BaseModel):
+    outcome: Outcome
+    steps: int
+
+
+class ModelStepInput(BaseModel):
+    submission_id: str
+    session_id: str
+    assistant_message_id: str
+    agent: str
+    step: int = Field(ge=0)
+
+
+class ToolCallRef(BaseModel):
+    tool_call_id: str
+    tool_name: str
+    idempotent: bool = True
+
+
+class ModelStepResult(BaseModel):
+    finish_reason: str
+    tool_calls: list[ToolCallRef] = Field(default_factory=list)
+    max_steps: int
+
+
+class RunToolInput(BaseModel):
+    submission_id: str
+    session_id: str
+    assistant_message_id: str
+    agent: str
+    tool_call_id: str
+
+
+class FinishTurnInput(BaseModel):
+    submission_id: str
+    session_id: str
+    assistant_message_id: str
+    agent: str
+    outcome: Outcome
+    finish_reason: str | None = None
+    error_text: str | None = Field(default=None, max_length=4000)

@@ -1,0 +1,60 @@
+"""What a model provider adapter yields while it streams, independent of the provider."""
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class TextDelta(BaseModel):
+    kind: Literal["text"] = "text"
+    text: str
+
+
+class ReasoningDelta(BaseModel):
+    kind: Literal["reasoning"] = "reasoning"
+    text: str
+
+
+class ToolCallStart(BaseModel):
+    kind: Literal["tool_call_start"] = "tool_call_start"
+    id: str
+    name: str
+
+
+class ToolCallDelta(BaseModel):
+    kind: Literal["tool_call_delta"] = "tool_call_delta"
+    id: str
+    arguments_delta: str
+
+
+class ToolCallEnd(BaseModel):
+    kind: Literal["tool_call_end"] = "tool_call_end"
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ResponseCursor(BaseModel):
+    """A resumable server-side response (OpenAI Responses background mode) and how far we read."""
+
+    kind: Literal["cursor"] = "cursor"
+    response_id: str
+    sequence_number: int
+
+
+class Finish(BaseModel):
+    kind: Literal["finish"] = "finish"
+    reason: Literal["stop", "length", "content-filter", "tool-calls", "error", "other"]
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+ProviderEvent = (
+    TextDelta
+    | ReasoningDelta
+    | ToolCallStart
+    | ToolCallDelta
+    | ToolCallEnd
+    | ResponseCursor
+    | Finish
+)

@@ -1,0 +1,1 @@
+"""The HTTP gateway: AI SDK chat endpoints and the session API."""

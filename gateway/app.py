@@ -1,0 +1,42 @@
+"""The FastAPI application."""
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+
+from gateway.errors import install_error_handlers
+from gateway.routes import chat, health, sessions
+from perdure.services import Services, open_services
+from perdure.settings import Settings
+
+
+def _operation_id(route: APIRoute) -> str:
+    return f"{route.tags[0]}-{route.name}" if route.tags else route.name
+
+
+def create_app(*, services: Services | None = None, settings: Settings | None = None) -> FastAPI:
+    """With `services`, serve on them (as `perdure dev` does); otherwise open our own."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if services is not None:
+            app.state.services = services
+            yield
+            return
+        async with open_services(settings or Settings()) as own:
+            app.state.services = own
+            yield
+
+    app = FastAPI(
+        title="Perdure",
+        summary="Durable AI-chat agents on Temporal",
+        lifespan=lifespan,
+        generate_unique_id_function=_operation_id,
+    )
+    install_error_handlers(app)
+    app.include_router(chat.router)
+    app.include_router(sessions.router)
+    app.include_router(health.router)
+    return app

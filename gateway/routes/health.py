@@ -1,0 +1,28 @@
+"""Liveness of the gateway's dependencies."""
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from gateway.deps import ServicesDep
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", summary="200 when Temporal and the store are reachable")
+async def healthz(services: ServicesDep) -> JSONResponse:
+    checks: dict[str, str] = {}
+    try:
+        await services.db.ping()
+        checks["store"] = "ok"
+    except Exception as error:  # noqa: BLE001 - reported, not raised
+        checks["store"] = f"unreachable: {type(error).__name__}"
+    try:
+        await services.client.service_client.check_health()
+        checks["temporal"] = "ok"
+    except Exception as error:  # noqa: BLE001 - reported, not raised
+        checks["temporal"] = f"unreachable: {type(error).__name__}"
+    healthy = all(value == "ok" for value in checks.values())
+    return JSONResponse(
+        {"status": "ok" if healthy else "unavailable", "checks": checks},
+        status_code=200 if healthy else 503,
+    )

@@ -1,0 +1,46 @@
+"""Start and cancel turn workflows from the gateway."""
+
+import contextlib
+from datetime import timedelta
+
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from domain.names import TURN_WORKFLOW, turn_workflow_id
+from domain.payloads import TurnInput
+from storage.tables import Submission
+
+
+async def start_turn(
+    client: Client, submission: Submission, *, task_queue: str, eager: bool
+) -> None:
+    """Idempotent: attaches to a running workflow and never restarts a finished one."""
+    with contextlib.suppress(WorkflowAlreadyStartedError):
+        await client.start_workflow(
+            TURN_WORKFLOW,
+            TurnInput(
+                submission_id=submission.id,
+                session_id=submission.session_id,
+                assistant_message_id=submission.assistant_message_id,
+                agent=submission.agent,
+                admitted=submission.status == "running",
+            ),
+            id=turn_workflow_id(submission.id),
+            task_queue=task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            request_eager_start=eager,
+            memo={"session_id": submission.session_id},
+            static_summary=f"chat turn in session {submission.session_id}",
+            run_timeout=timedelta(days=7),
+        )
+
+
+async def cancel_turn(client: Client, submission_id: str) -> None:
+    try:
+        await client.get_workflow_handle(turn_workflow_id(submission_id)).cancel()
+    except RPCError as error:
+        if error.status != RPCStatusCode.NOT_FOUND:
+            raise

@@ -1,0 +1,54 @@
+"""`Agent`: a chat agent defined in plain Python (model, system prompt, tools, hooks)."""
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from domain.policy import RecoveryPolicy
+from perdure.tools import ToolDefinition, tool_definition
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What hooks learn about the turn they run in."""
+
+    session_id: str
+    submission_id: str
+    assistant_message_id: str
+    agent: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class Agent:
+    """Subclass and set the class attributes; decorate async methods with `@tool`.
+
+    Hooks run inside Temporal activities, so they may do I/O; an exception in a hook is
+    logged and ignored so a broken hook cannot lose a turn.
+    """
+
+    name: ClassVar[str] = "default"
+    model: ClassVar[str | None] = None
+    """`openai:<model>`, `openai-responses:<model>`, `anthropic:<model>` or `demo`;
+    None uses PERDURE_MODEL."""
+    system_prompt: ClassVar[str] = "You are a helpful assistant."
+    max_steps: ClassVar[int] = 10
+    max_output_tokens: ClassVar[int] = 4096
+    recovery: ClassVar[RecoveryPolicy] = RecoveryPolicy()
+
+    def tools(self) -> dict[str, ToolDefinition]:
+        found: dict[str, ToolDefinition] = {}
+        for klass in reversed(type(self).__mro__):
+            for member in vars(klass).values():
+                definition = tool_definition(member)
+                if definition is not None:
+                    found[definition.name] = definition
+        return found
+
+    async def instructions(self, ctx: TurnContext) -> str:
+        """The system prompt for this turn; override to make it dynamic."""
+        return self.system_prompt
+
+    async def on_turn_start(self, ctx: TurnContext) -> None:
+        """Called once before the first model call of a turn."""
+
+    async def on_turn_end(self, ctx: TurnContext, outcome: str) -> None:
+        """Called once when the turn ends: `completed`, `aborted` or `error`."""

@@ -1,0 +1,112 @@
+"""`@tool`: turn an agent method into a model tool with pydantic-validated arguments."""
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic_core import to_jsonable_python
+
+from domain.conversation import ToolSpec
+
+ToolFunction = Callable[..., Awaitable[Any]]
+
+
+class ToolArgumentsError(ValueError):
+    """The model called a tool with arguments that do not match its signature."""
+
+
+@dataclass(frozen=True)
+class ToolDefinition:
+    name: str
+    description: str
+    arguments: type[BaseModel]
+    function: ToolFunction
+    idempotent: bool
+    needs_approval: bool
+
+    def spec(self) -> ToolSpec:
+        schema = self.arguments.model_json_schema()
+        schema.pop("title", None)
+        return ToolSpec(name=self.name, description=self.description, parameters=schema)
+
+    async def invoke(self, owner: object, arguments: dict[str, Any]) -> Any:
+        try:
+            parsed = self.arguments.model_validate(arguments)
+        except ValidationError as error:
+            raise ToolArgumentsError(
+                f"invalid arguments for {self.name}: {error.errors(include_url=False)}"
+            ) from error
+        values = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        return to_jsonable_python(await self.function(owner, **values))
+
+
+def _arguments_model(function: ToolFunction) -> type[BaseModel]:
+    hints = get_type_hints(function)
+    fields: dict[str, Any] = {}
+    for name, parameter in list(inspect.signature(function).parameters.items())[1:]:
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise TypeError(f"tool {function.__name__}: *args/**kwargs are not supported")
+        annotation = hints.get(name, Any)
+        default = ... if parameter.default is parameter.empty else parameter.default
+        fields[name] = (annotation, default)
+    config = ConfigDict(extra="forbid")
+    model: type[BaseModel] = create_model(
+        f"{function.__name__}_arguments", __config__=config, **fields
+    )
+    return model
+
+
+def _define(
+    function: ToolFunction, *, name: str | None, idempotent: bool, needs_approval: bool
+) -> ToolFunction:
+    if not inspect.iscoroutinefunction(function):
+        raise TypeError(f"tool {function.__name__} must be an async method")
+    definition = ToolDefinition(
+        name=name or function.__name__,
+        description=inspect.getdoc(function) or function.__name__,
+        arguments=_arguments_model(function),
+        function=function,
+        idempotent=idempotent,
+        needs_approval=needs_approval,
+    )
+    function.__perdure_tool__ = definition  # type: ignore[attr-defined]
+    return function
+
+
+@overload
+def tool(function: ToolFunction, /) -> ToolFunction: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, idempotent: bool = True, needs_approval: bool = False
+) -> Callable[[ToolFunction], ToolFunction]: ...
+
+
+def tool(
+    function: ToolFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    idempotent: bool = True,
+    needs_approval: bool = False,
+) -> ToolFunction | Callable[[ToolFunction], ToolFunction]:
+    """Mark an async agent method as a tool; its docstring is the description.
+
+    `idempotent=False` means a retry after a crash must not run it again: an interrupted call
+    is reported to the model as an error instead.
+    """
+    if function is not None:
+        return _define(function, name=name, idempotent=idempotent, needs_approval=needs_approval)
+
+    def decorate(inner: ToolFunction) -> ToolFunction:
+        return _define(inner, name=name, idempotent=idempotent, needs_approval=needs_approval)
+
+    return decorate
+
+
+def tool_definition(member: object) -> ToolDefinition | None:
+    definition = getattr(member, "__perdure_tool__", None)
+    return definition if isinstance(definition, ToolDefinition) else None

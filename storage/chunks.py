@@ -1,0 +1,65 @@
+"""The chunk log: every UI chunk of an assistant message, in order, addressed by seq."""
+
+from sqlalchemy import func, insert, text
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import col, select
+
+from domain.ui import Chunk
+from storage.db import Database
+from storage.pg_listener import CHANNEL
+from storage.tables import ChunkRow
+from storage.timing import now
+
+_MAX_SEQ_CONFLICT_RETRIES = 20
+
+
+async def append_chunks(db: Database, *, message_id: str, chunks: list[Chunk], attempt: int) -> int:
+    """Append in one transaction and return the last seq; safe against concurrent appenders."""
+    if not chunks:
+        raise ValueError("append_chunks needs at least one chunk")
+    for _ in range(_MAX_SEQ_CONFLICT_RETRIES):
+        try:
+            async with db.write() as session:
+                last = (
+                    await session.exec(
+                        select(func.max(ChunkRow.seq)).where(ChunkRow.message_id == message_id)
+                    )
+                ).one()
+                first = 0 if last is None else last + 1
+                created = now()
+                await session.execute(
+                    insert(ChunkRow),
+                    params=[
+                        {
+                            "message_id": message_id,
+                            "seq": first + i,
+                            "attempt": attempt,
+                            "body": chunk,
+                            "created_at": created,
+                        }
+                        for i, chunk in enumerate(chunks)
+                    ],
+                )
+                if not db.is_sqlite:
+                    await session.execute(
+                        text("SELECT pg_notify(:channel, :message_id)"),
+                        params={"channel": CHANNEL, "message_id": message_id},
+                    )
+            return first + len(chunks) - 1
+        except IntegrityError:
+            continue
+    raise RuntimeError(f"could not append to the log of {message_id}: seq kept conflicting")
+
+
+async def read_chunks(db: Database, *, message_id: str, after: int = -1) -> list[tuple[int, Chunk]]:
+    async with db.read() as session:
+        rows = await session.exec(
+            select(ChunkRow.seq, ChunkRow.body)
+            .where(ChunkRow.message_id == message_id, ChunkRow.seq > after)
+            .order_by(col(ChunkRow.seq))
+        )
+        return [(seq, dict(body)) for seq, body in rows.all()]
+
+
+async def load_log(db: Database, *, message_id: str) -> list[Chunk]:
+    return [chunk for _, chunk in await read_chunks(db, message_id=message_id)]

@@ -1,0 +1,75 @@
+"""Engines and transactions for SQLite (embedded default) and PostgreSQL (scale-out)."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.urls import async_url, is_sqlite
+
+
+def _sqlite_engine(url: str, *, begin: str | None) -> AsyncEngine:
+    engine = create_async_engine(async_url(url), connect_args={"timeout": 30})
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Manage transactions ourselves: pysqlite's implicit BEGIN is deferred, and a deferred
+        # transaction that later writes can fail with "database is locked" under concurrency.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    if begin is not None:
+
+        @event.listens_for(engine.sync_engine, "begin")
+        def _on_begin(connection: Any) -> None:
+            connection.exec_driver_sql(begin)
+
+    return engine
+
+
+class Database:
+    """Two roles: `write()` is one serialized transaction, `read()` sees the latest commits."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.is_sqlite = is_sqlite(url)
+        if self.is_sqlite:
+            self._write_engine = _sqlite_engine(url, begin="BEGIN IMMEDIATE")
+            self._read_engine = _sqlite_engine(url, begin=None)
+        else:
+            self._write_engine = create_async_engine(
+                async_url(url), pool_size=10, max_overflow=20, pool_pre_ping=True
+            )
+            self._read_engine = self._write_engine
+        self._writes = async_sessionmaker(
+            self._write_engine, class_=AsyncSession, expire_on_commit=False
+        )
+        self._reads = async_sessionmaker(
+            self._read_engine, class_=AsyncSession, expire_on_commit=False
+        )
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncSession]:
+        async with self._writes() as session, session.begin():
+            yield session
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        async with self._reads() as session:
+            yield session
+
+    async def ping(self) -> None:
+        async with self.read() as session:
+            await session.exec(text("SELECT 1"))  # type: ignore[call-overload]
+
+    async def close(self) -> None:
+        await self._write_engine.dispose()
+        if self._read_engine is not self._write_engine:
+            await self._read_engine.dispose()

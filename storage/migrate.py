@@ -1,0 +1,58 @@
+"""Bring the schema up to date; safe when several processes start at once."""
+
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, create_engine, text
+
+from storage.urls import is_sqlite, sync_url
+
+_MIGRATIONS = Path(__file__).parent / "migrations"
+_PG_LOCK_KEY = 0x5045_5244  # "PERD"
+
+
+@contextmanager
+def _sqlite_file_lock(url: str) -> Iterator[None]:
+    database = sync_url(url).database
+    if not database or database == ":memory:":
+        yield
+        return
+    path = Path(database)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{path}.migrate.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _upgrade(connection: Connection) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")
+
+
+def migrate(url: str) -> None:
+    engine = create_engine(sync_url(url))
+    try:
+        if is_sqlite(url):
+            with _sqlite_file_lock(url), engine.begin() as connection:
+                _upgrade(connection)
+        else:
+            with engine.connect() as connection:
+                connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _PG_LOCK_KEY})
+                connection.commit()
+                try:
+                    with connection.begin():
+                        _upgrade(connection)
+                finally:
+                    connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _PG_LOCK_KEY})
+                    connection.commit()
+    finally:
+        engine.dispose()

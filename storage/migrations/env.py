@@ -1,0 +1,15 @@
+"""Alembic environment: runs on the connection handed over by storage.migrate."""
+
+from alembic import context
+from sqlmodel import SQLModel
+
+import storage.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+
+connection = context.config.attributes["connection"]
+context.configure(
+    connection=connection,
+    target_metadata=SQLModel.metadata,
+    render_as_batch=connection.dialect.name == "sqlite",
+)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,266 @@
+"""The submissions ledger: idempotent intake and per-session FIFO admission (DESIGN §3)."""
+
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from domain.payloads import Outcome
+from domain.reducer import Reduction
+from domain.ui import UIMessage
+from storage.db import Database
+from storage.errors import MessageConflict, SessionNotFound
+from storage.tables import ChatSession, Message, Submission
+from storage.timing import now
+
+ACTIVE = ("pending", "running")
+TITLE_LENGTH = 80
+
+
+@dataclass(frozen=True)
+class SubmitOutcome:
+    submission: Submission
+    created: bool
+
+
+def new_submission_id() -> str:
+    return uuid.uuid4().hex
+
+
+def new_assistant_message_id() -> str:
+    return f"msg_{uuid.uuid4().hex[:24]}"
+
+
+async def _locked_session(session: AsyncSession, session_id: str) -> ChatSession | None:
+    result = await session.exec(
+        select(ChatSession).where(ChatSession.id == session_id).with_for_update()
+    )
+    return result.first()
+
+
+def _admit(session: AsyncSession, chat: ChatSession, submission: Submission, at: float) -> None:
+    """Apply the user message at the leaf and mark the submission running (FIFO visibility)."""
+    session.add(
+        Message(
+            session_id=chat.id,
+            id=submission.user_message_id,
+            parent_id=chat.leaf_message_id,
+            role="user",
+            parts=submission.user_message.get("parts", []),
+            meta=submission.user_message.get("metadata") or {},
+            status="completed",
+            submission_id=submission.id,
+            created_at=at,
+        )
+    )
+    chat.leaf_message_id = submission.user_message_id
+    chat.running_submission_id = submission.id
+    chat.updated_at = at
+    submission.status = "running"
+    submission.started_at = at
+    session.add(chat)
+    session.add(submission)
+
+
+async def _by_key(session: AsyncSession, session_id: str, key: str) -> Submission | None:
+    result = await session.exec(
+        select(Submission).where(
+            Submission.session_id == session_id, Submission.idempotency_key == key
+        )
+    )
+    return result.first()
+
+
+async def _message_id_taken(session: AsyncSession, session_id: str, message_id: str) -> bool:
+    if await session.get(Message, (session_id, message_id)) is not None:
+        return True
+    queued = await session.exec(
+        select(Submission.id).where(
+            Submission.session_id == session_id,
+            Submission.user_message_id == message_id,
+            col(Submission.status).in_(ACTIVE),
+        )
+    )
+    return queued.first() is not None
+
+
+async def _submit_once(
+    db: Database,
+    *,
+    tenant_id: str,
+    session_id: str,
+    agent: str,
+    message: UIMessage,
+    idempotency_key: str,
+) -> SubmitOutcome:
+    at = now()
+    async with db.write() as session:
+        chat = await _locked_session(session, session_id)
+        if chat is None:
+            chat = ChatSession(
+                id=session_id,
+                tenant_id=tenant_id,
+                title=message.text().strip()[:TITLE_LENGTH],
+                agent=agent,
+                created_at=at,
+                updated_at=at,
+            )
+            session.add(chat)
+            await session.flush()
+        elif chat.tenant_id != tenant_id:
+            raise SessionNotFound(f"session {session_id!r} not found")
+        existing = await _by_key(session, session_id, idempotency_key)
+        if existing is not None:
+            return SubmitOutcome(existing, created=False)
+        if await _message_id_taken(session, session_id, message.id):
+            raise MessageConflict(
+                f"message {message.id!r} already exists in session {session_id!r}; "
+                "send a new message id, or repeat the original request to attach to its turn"
+            )
+        submission = Submission(
+            id=new_submission_id(),
+            session_id=session_id,
+            tenant_id=tenant_id,
+            idempotency_key=idempotency_key,
+            status="pending",
+            agent=chat.agent,
+            user_message=message.model_dump(mode="json"),
+            user_message_id=message.id,
+            assistant_message_id=new_assistant_message_id(),
+            created_at=at,
+        )
+        session.add(submission)
+        if chat.running_submission_id is None:
+            _admit(session, chat, submission, at)
+        else:
+            chat.updated_at = at
+            session.add(chat)
+    return SubmitOutcome(submission, created=True)
+
+
+async def submit(
+    db: Database,
+    *,
+    tenant_id: str,
+    session_id: str,
+    agent: str,
+    message: UIMessage,
+    idempotency_key: str,
+) -> SubmitOutcome:
+    """Record a submission once per key; admit it at once when the session is idle."""
+    for _ in range(3):
+        try:
+            return await _submit_once(
+                db,
+                tenant_id=tenant_id,
+                session_id=session_id,
+                agent=agent,
+                message=message,
+                idempotency_key=idempotency_key,
+            )
+        except IntegrityError:
+            # A concurrent request created the session or the same key first: look again.
+            continue
+    raise MessageConflict("the session changed concurrently; retry the request")
+
+
+async def get_submission(db: Database, submission_id: str) -> Submission | None:
+    async with db.read() as session:
+        return await session.get(Submission, submission_id)
+
+
+async def stream_target(db: Database, *, session_id: str, latest: bool) -> Submission | None:
+    """The submission whose stream a resuming client wants.
+
+    The running one, else the oldest queued one; with `latest`, also the newest finished one
+    (a cursor resume of a turn that ended while the client was away).
+    """
+    async with db.read() as session:
+        chat = await session.get(ChatSession, session_id)
+        if chat is None:
+            return None
+        if chat.running_submission_id is not None:
+            running = await session.get(Submission, chat.running_submission_id)
+            if running is not None:
+                return running
+        pending = await session.exec(
+            select(Submission)
+            .where(Submission.session_id == session_id, Submission.status == "pending")
+            .order_by(col(Submission.created_at))
+        )
+        first = pending.first()
+        if first is not None or not latest:
+            return first
+        newest = await session.exec(
+            select(Submission)
+            .where(Submission.session_id == session_id)
+            .order_by(col(Submission.created_at).desc())
+        )
+        return newest.first()
+
+
+async def finish(
+    db: Database,
+    *,
+    submission_id: str,
+    outcome: Outcome,
+    assistant: Reduction,
+    error: str | None,
+) -> Submission | None:
+    """End a submission, store its assistant message, release the session, admit the next.
+
+    Idempotent: run again after a crash it changes nothing and returns the same next
+    submission, so the caller can repeat its admit signal.
+    """
+    at = now()
+    async with db.write() as session:
+        submission = (
+            await session.exec(
+                select(Submission).where(Submission.id == submission_id).with_for_update()
+            )
+        ).first()
+        if submission is None:
+            return None
+        chat = await _locked_session(session, submission.session_id)
+        if submission.status in ACTIVE:
+            was_running = submission.status == "running"
+            submission.status = outcome
+            submission.completed_at = at
+            submission.error = error
+            session.add(submission)
+            if was_running and chat is not None and assistant.parts:
+                session.add(
+                    Message(
+                        session_id=chat.id,
+                        id=submission.assistant_message_id,
+                        parent_id=submission.user_message_id,
+                        role="assistant",
+                        parts=assistant.parts,
+                        meta=assistant.metadata,
+                        status=outcome,
+                        submission_id=submission.id,
+                        created_at=at,
+                    )
+                )
+                if chat.leaf_message_id == submission.user_message_id:
+                    chat.leaf_message_id = submission.assistant_message_id
+        if chat is None:
+            return None
+        if chat.running_submission_id == submission.id:
+            chat.running_submission_id = None
+            chat.updated_at = at
+            queued = await session.exec(
+                select(Submission)
+                .where(Submission.session_id == chat.id, Submission.status == "pending")
+                .order_by(col(Submission.created_at))
+            )
+            following = queued.first()
+            if following is not None:
+                _admit(session, chat, following, at)
+            session.add(chat)
+            return following
+        if chat.running_submission_id is not None:
+            return await session.get(Submission, chat.running_submission_id)
+        return None

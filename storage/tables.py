@@ -1,0 +1,78 @@
+"""Tables. Alembic migrations (storage/migrations) own the schema; these mirror it."""
+
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+class ChatSession(SQLModel, table=True):
+    __tablename__ = "sessions"
+
+    id: str = Field(primary_key=True, max_length=200)
+    tenant_id: str = Field(index=True, max_length=200)
+    title: str = Field(default="", max_length=200)
+    agent: str = Field(max_length=200)
+    leaf_message_id: str | None = Field(default=None, max_length=200)
+    running_submission_id: str | None = Field(default=None, max_length=64)
+    created_at: float
+    updated_at: float
+
+
+class Message(SQLModel, table=True):
+    __tablename__ = "messages"
+
+    session_id: str = Field(primary_key=True, max_length=200)
+    id: str = Field(primary_key=True, max_length=200)
+    parent_id: str | None = Field(default=None, max_length=200)
+    role: str = Field(max_length=16)
+    parts: list[dict[str, Any]] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )
+    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    status: str = Field(default="completed", max_length=16)
+    submission_id: str | None = Field(default=None, max_length=64)
+    created_at: float
+
+
+class Submission(SQLModel, table=True):
+    __tablename__ = "submissions"
+    __table_args__ = (
+        UniqueConstraint("session_id", "idempotency_key", name="uq_submission_key"),
+        Index("ix_submission_queue", "session_id", "status", "created_at"),
+    )
+
+    id: str = Field(primary_key=True, max_length=64)
+    session_id: str = Field(max_length=200)
+    tenant_id: str = Field(max_length=200)
+    idempotency_key: str = Field(max_length=300)
+    status: str = Field(max_length=16)
+    agent: str = Field(max_length=200)
+    user_message: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    user_message_id: str = Field(max_length=200)
+    assistant_message_id: str = Field(max_length=64)
+    error: str | None = Field(default=None)
+    created_at: float
+    started_at: float | None = None
+    completed_at: float | None = None
+
+
+class ChunkRow(SQLModel, table=True):
+    __tablename__ = "chunks"
+
+    message_id: str = Field(primary_key=True, max_length=64)
+    seq: int = Field(primary_key=True)
+    attempt: int = 1
+    body: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    created_at: float
+
+
+class Event(SQLModel, table=True):
+    __tablename__ = "events"
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: str = Field(index=True, max_length=200)
+    submission_id: str | None = Field(default=None, max_length=64)
+    type: str = Field(max_length=64)
+    data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    created_at: float

@@ -1,0 +1,7 @@
+"""Wall-clock time for rows (seconds since the epoch)."""
+
+import time
+
+
+def now() -> float:
+    return time.time()

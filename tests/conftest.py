@@ -1,0 +1,48 @@
+"""Shared fixtures: a real Temporal dev server, the fake provider, and Perdure stacks."""
+
+import os
+from collections.abc import AsyncIterator
+
+import pytest
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from perdure.temporal_dev import temporal_binary
+from tests.databases import database_url
+from tests.fakeprovider.fixtures import fake_provider  # noqa: F401 - a shared fixture
+from tests.stack import Stack, running_stack
+
+
+@pytest.fixture(scope="session")
+async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_binary(),
+        data_converter=pydantic_data_converter,
+        ui=False,
+        dev_server_log_level="error",
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture(scope="session")
+def provider_env(fake_provider) -> None:  # noqa: F811
+    os.environ["OPENAI_API_KEY"] = "test-key"
+    os.environ["OPENAI_BASE_URL"] = fake_provider.openai_base_url
+    os.environ["ANTHROPIC_API_KEY"] = "test-key"
+    os.environ["ANTHROPIC_BASE_URL"] = fake_provider.anthropic_base_url
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgres"])
+async def stack(
+    request: pytest.FixtureRequest,
+    temporal_env: WorkflowEnvironment,
+    provider_env: None,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[Stack]:
+    directory = tmp_path_factory.mktemp(f"stack-{request.param}")
+    with database_url(request.param, directory) as url:
+        async with running_stack(
+            client=temporal_env.client, database_url=url, data_dir=directory
+        ) as running:
+            yield running

@@ -1,0 +1,87 @@
+"""A small Python client of the gateway for tests: send, resume, read SSE events."""
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from httpx_sse import aconnect_sse
+
+
+@dataclass
+class Streamed:
+    status: int
+    headers: httpx.Headers
+    events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    done: bool = False
+
+    @property
+    def chunks(self) -> list[dict[str, Any]]:
+        return [chunk for _, chunk in self.events]
+
+    @property
+    def ids(self) -> list[int]:
+        return [seq for seq, _ in self.events]
+
+    def text(self) -> str:
+        return "".join(c.get("delta", "") for c in self.chunks if c["type"] == "text-delta")
+
+    def types(self) -> list[str]:
+        return [c["type"] for c in self.chunks]
+
+
+def user_message(text: str, message_id: str | None = None) -> dict[str, Any]:
+    return {
+        "id": message_id or uuid.uuid4().hex[:16],
+        "role": "user",
+        "parts": [{"type": "text", "text": text}],
+    }
+
+
+def chat_body(session_id: str, message: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"id": session_id, "messages": [message], "trigger": "submit-message", **extra}
+
+
+async def read_stream(
+    http: httpx.AsyncClient,
+    method: str,
+    url: str,
+    *,
+    stop_after: int | None = None,
+    **kwargs: Any,
+) -> Streamed:
+    """Read SSE events; with `stop_after`, drop the connection after that many events."""
+    async with aconnect_sse(http, method, url, **kwargs) as source:
+        streamed = Streamed(status=source.response.status_code, headers=source.response.headers)
+        if source.response.status_code != 200:
+            await source.response.aread()
+            return streamed
+        async for event in source.aiter_sse():
+            if event.data == "[DONE]":
+                streamed.done = True
+                break
+            streamed.events.append((int(event.id), json.loads(event.data)))
+            if stop_after is not None and len(streamed.events) >= stop_after:
+                break
+    return streamed
+
+
+async def send(
+    http: httpx.AsyncClient,
+    session_id: str,
+    text: str,
+    *,
+    message_id: str | None = None,
+    stop_after: int | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> Streamed:
+    body = chat_body(session_id, user_message(text, message_id), **extra)
+    return await read_stream(
+        http, "POST", "/api/chat", json=body, headers=headers, stop_after=stop_after
+    )
+
+
+def counting(n: int) -> str:
+    return " ".join(str(i) for i in range(1, n + 1))

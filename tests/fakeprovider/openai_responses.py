@@ -1,0 +1,279 @@
+"""The OpenAI Responses API: streaming, background mode, re-attach by cursor, cancel.
+
+A response's events and their due times are fixed when it is created, so generation
+"continues server-side" while no client listens: `GET /v1/responses/{id}?stream=true
+&starting_after=N` plays the events after N, the overdue ones at once.
+"""
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tests.fakeprovider.directives import parse
+from tests.fakeprovider.gate import Rejection, screen
+from tests.fakeprovider.openai_common import openai_error, openai_stream_fault
+from tests.fakeprovider.player import Frame, FrameStream, schedule, sse
+from tests.fakeprovider.script import Plan, make_plan
+from tests.fakeprovider.state import FakeState
+from tests.fakeprovider.transcript import from_responses
+
+Event = dict[str, Any]
+
+
+def _usage(plan: Plan) -> dict[str, Any]:
+    return {
+        "input_tokens": plan.input_tokens,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": plan.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": plan.input_tokens + plan.output_tokens,
+    }
+
+
+class _Builder:
+    """Builds the event list of one response, numbering nothing yet."""
+
+    def __init__(self, response_id: str, body: dict[str, Any]) -> None:
+        self.response_id = response_id
+        self.body = body
+        self.created_at = int(time.time())
+        self.events: list[tuple[Event, bool]] = []
+        self.output: list[dict[str, Any]] = []
+
+    def response(self, status: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "id": self.response_id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "background": bool(self.body.get("background")),
+            "error": None,
+            "incomplete_details": None,
+            "instructions": self.body.get("instructions"),
+            "max_output_tokens": self.body.get("max_output_tokens"),
+            "metadata": {},
+            "model": str(self.body.get("model", "")),
+            "output": list(self.output),
+            "parallel_tool_calls": True,
+            "previous_response_id": None,
+            "reasoning": {"effort": None, "summary": None},
+            "store": self.body.get("store", True),
+            "temperature": 1.0,
+            "text": {"format": {"type": "text"}},
+            "tool_choice": "auto",
+            "tools": self.body.get("tools") or [],
+            "top_p": 1.0,
+            "truncation": "disabled",
+            "usage": None,
+            "user": None,
+            **extra,
+        }
+
+    def emit(self, event_type: str, *, is_delta: bool = False, **fields: Any) -> None:
+        self.events.append(({"type": event_type, **fields}, is_delta))
+
+    def message(self, chunks: list[str], complete: bool) -> None:
+        index, item_id = len(self.output), f"msg_{uuid.uuid4().hex[:24]}"
+        where = {"item_id": item_id, "output_index": index, "content_index": 0}
+        item: dict[str, Any] = {
+            "id": item_id,
+            "type": "message",
+            "status": "in_progress",
+            "role": "assistant",
+            "content": [],
+        }
+        self.emit("response.output_item.added", output_index=index, item=item)
+        empty = {"type": "output_text", "text": "", "annotations": []}
+        self.emit("response.content_part.added", part=empty, **where)
+        for text in chunks:
+            self.emit("response.output_text.delta", is_delta=True, delta=text, logprobs=[], **where)
+        text = "".join(chunks)
+        self.emit("response.output_text.done", text=text, logprobs=[], **where)
+        part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+        self.emit("response.content_part.done", part=part, **where)
+        status = "completed" if complete else "incomplete"
+        done = {**item, "status": status, "content": [part]}
+        self.emit("response.output_item.done", output_index=index, item=done)
+        self.output.append(done)
+
+    def function_call(self, key: str, name: str, chunks: list[str]) -> None:
+        index, item_id = len(self.output), f"fc_{key}"
+        item = {
+            "id": item_id,
+            "type": "function_call",
+            "status": "in_progress",
+            "call_id": f"call_{key}",
+            "name": name,
+            "arguments": "",
+        }
+        self.emit("response.output_item.added", output_index=index, item=item)
+        for part in chunks:
+            self.emit(
+                "response.function_call_arguments.delta",
+                is_delta=True,
+                item_id=item_id,
+                output_index=index,
+                delta=part,
+            )
+        arguments = "".join(chunks)
+        where = {"item_id": item_id, "output_index": index}
+        self.emit("response.function_call_arguments.done", arguments=arguments, name=name, **where)
+        done = {**item, "status": "completed", "arguments": arguments}
+        self.emit("response.output_item.done", output_index=index, item=done)
+        self.output.append(done)
+
+
+def response_events(plan: Plan, response_id: str, body: dict[str, Any]) -> list[tuple[Event, bool]]:
+    """Every event of the response in order, each with whether it is a content delta."""
+    build = _Builder(response_id, body)
+    first = "queued" if body.get("background") else "in_progress"
+    build.emit("response.created", response=build.response(first))
+    build.emit("response.in_progress", response=build.response("in_progress"))
+    if plan.text_chunks or not plan.tool_calls:
+        build.message(plan.text_chunks, complete=plan.finish != "length")
+    for call in plan.tool_calls:
+        build.function_call(call.key, call.name, call.chunks)
+    if plan.finish == "length":
+        details = {"reason": "max_output_tokens"}
+        final = build.response("incomplete", incomplete_details=details, usage=_usage(plan))
+        build.emit("response.incomplete", response=final)
+    else:
+        final = build.response("completed", usage=_usage(plan), completed_at=int(time.time()))
+        build.emit("response.completed", response=final)
+    return [
+        ({**event, "sequence_number": seq}, is_delta)
+        for seq, (event, is_delta) in enumerate(build.events)
+    ]
+
+
+@dataclass
+class StoredResponse:
+    id: str
+    user_text: str
+    background: bool
+    events: list[Event]
+    frames: list[Frame]
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    cancelled_at: float | None = None
+
+    @property
+    def finished_at(self) -> float:
+        return self.frames[-1].at
+
+    def snapshot(self, now: float) -> dict[str, Any]:
+        """The response object as `GET /v1/responses/{id}` shows it at `now`."""
+        horizon = now if self.cancelled_at is None else min(now, self.cancelled_at)
+        latest: dict[str, Any] = self.events[0]["response"]
+        items: dict[int, Any] = {}
+        for event, frame in zip(self.events, self.frames, strict=True):
+            if frame.at > horizon:
+                break
+            latest = event.get("response", latest)
+            if event["type"] in ("response.output_item.added", "response.output_item.done"):
+                items[event["output_index"]] = event["item"]
+        if latest["status"] in ("completed", "incomplete"):
+            return latest
+        status = "cancelled" if self.cancelled_at is not None else latest["status"]
+        return {**latest, "status": status, "output": [items[i] for i in sorted(items)]}
+
+
+class ResponsesRoutes:
+    def __init__(self, state: FakeState) -> None:
+        self.state = state
+        self.store: dict[str, StoredResponse] = {}
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/v1/responses", self.create, methods=["POST"]),
+            Route("/v1/responses/{response_id}", self.retrieve, methods=["GET"]),
+            Route("/v1/responses/{response_id}/cancel", self.cancel, methods=["POST"]),
+        ]
+
+    def reset(self) -> None:
+        self.store.clear()
+
+    async def create(self, request: Request) -> Response:
+        body: dict[str, Any] = await request.json()
+        transcript = from_responses(body)
+        record = self.state.record("responses", body, transcript.user_text)
+        background = bool(body.get("background"))
+        if not body.get("stream") and not background:
+            record.status = 400
+            return openai_error(Rejection(400, "The fake provider only streams: set stream=true."))
+        directives = parse(transcript.user_text)
+        verdict = screen(self.state, transcript, directives)
+        if isinstance(verdict, Rejection):
+            record.status = verdict.status
+            return openai_error(verdict)
+        plan = make_plan(transcript, directives)
+        response_id = f"resp_{uuid.uuid4().hex}"
+        events = response_events(plan, response_id, body)
+        frames = [
+            Frame(sse(event, event["type"]), delta, event["sequence_number"])
+            for event, delta in events
+        ]
+        stored = StoredResponse(
+            id=response_id,
+            user_text=transcript.user_text,
+            background=background,
+            events=[event for event, _ in events],
+            frames=schedule(frames, record.started_at, plan.delay_s, plan.ttft_s),
+        )
+        if background or body.get("store", True):
+            self.store[response_id] = stored
+        if not body.get("stream"):
+            return JSONResponse(stored.snapshot(time.monotonic()))
+        return FrameStream(
+            stored.frames,
+            state=self.state,
+            record=record,
+            fault=openai_stream_fault(verdict),
+            stop=stored.cancelled,
+        )
+
+    def _find(self, request: Request) -> StoredResponse | Response:
+        response_id = request.path_params["response_id"]
+        stored = self.store.get(response_id)
+        if stored is None:
+            return openai_error(Rejection(404, f"No response found with id '{response_id}'."))
+        return stored
+
+    async def retrieve(self, request: Request) -> Response:
+        stored = self._find(request)
+        if not isinstance(stored, StoredResponse):
+            return stored
+        if request.query_params.get("stream") != "true":
+            return JSONResponse(stored.snapshot(time.monotonic()))
+        if not stored.background:
+            message = "Only responses created with background=true can be streamed again."
+            return openai_error(Rejection(400, message))
+        after = int(request.query_params.get("starting_after", "-1"))
+        body = {"response_id": stored.id, "starting_after": after}
+        record = self.state.record("responses.retrieve", body, stored.user_text)
+        cutoff = stored.cancelled_at
+        frames = [
+            frame
+            for frame in stored.frames
+            if (frame.seq or 0) > after and (cutoff is None or frame.at <= cutoff)
+        ]
+        return FrameStream(frames, state=self.state, record=record, stop=stored.cancelled)
+
+    async def cancel(self, request: Request) -> Response:
+        stored = self._find(request)
+        if not isinstance(stored, StoredResponse):
+            return stored
+        self.state.record("responses.cancel", {"response_id": stored.id}, stored.user_text)
+        if not stored.background:
+            message = "Only responses created with background=true can be cancelled."
+            return openai_error(Rejection(400, message))
+        now = time.monotonic()
+        if stored.cancelled_at is None and now < stored.finished_at:
+            stored.cancelled_at = now
+            stored.cancelled.set()
+        return JSONResponse(stored.snapshot(now))

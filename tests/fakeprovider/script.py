@@ -1,0 +1,123 @@
+"""Decide what the fake model answers: a deterministic function of the request."""
+
+import hashlib
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Literal
+
+from tests.fakeprovider.directives import Directives, ToolDirective
+from tests.fakeprovider.transcript import ToolResult, Transcript
+
+Finish = Literal["stop", "length", "tool_calls"]
+
+_WORD = re.compile(r"\s*\S+")
+_ARGUMENT_CHUNK = 8
+
+
+@dataclass(frozen=True)
+class ToolCallPlan:
+    key: str
+    """A stable id suffix; each wire format adds its own prefix (`call_`, `toolu_`, ...)."""
+    name: str
+    arguments: str
+    chunks: list[str]
+
+
+@dataclass(frozen=True)
+class Plan:
+    text_chunks: list[str]
+    tool_calls: list[ToolCallPlan]
+    finish: Finish
+    delay_s: float
+    ttft_s: float
+    input_tokens: int
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_chunks)
+
+    @property
+    def output_tokens(self) -> int:
+        return len(self.text_chunks) + sum(len(call.chunks) for call in self.tool_calls)
+
+
+def words(text: str) -> list[str]:
+    """Split into deltas of one word each, every word keeping its leading whitespace."""
+    return _WORD.findall(text)
+
+
+def continuation(chunks: list[str], prefill: str | None) -> list[str]:
+    """The chunks still to send after `prefill`, cut at the same boundaries as the full answer."""
+    full = "".join(chunks)
+    if not prefill or not full.startswith(prefill):
+        return chunks
+    remainder: list[str] = []
+    position = 0
+    for chunk in chunks:
+        end = position + len(chunk)
+        if end > len(prefill):
+            remainder.append(chunk[max(0, len(prefill) - position) :])
+        position = end
+    return remainder
+
+
+def _call_key(user_text: str, position: int, name: str) -> str:
+    digest = hashlib.sha256(f"{user_text}\x00{position}\x00{name}".encode()).hexdigest()
+    return digest[:24]
+
+
+def _tool_step(
+    user_text: str, tools: list[ToolDirective], results: list[ToolResult], parallel: bool
+) -> tuple[list[ToolCallPlan], str]:
+    """The calls still pending (one, or all with `parallel`), else the answer quoting results."""
+    outputs: dict[str, list[str]] = defaultdict(list)
+    for result in results:
+        outputs[result.name].append(result.output)
+    seen: dict[str, int] = defaultdict(int)
+    pending: list[ToolCallPlan] = []
+    answers: list[str] = []
+    for position, tool in enumerate(tools):
+        occurrence = seen[tool.name]
+        seen[tool.name] += 1
+        if occurrence < len(outputs[tool.name]):
+            answers.append(f"Tool {tool.name} returned: {outputs[tool.name][occurrence]}")
+            continue
+        arguments = json.dumps(tool.arguments, separators=(",", ":"))
+        chunks = [
+            arguments[i : i + _ARGUMENT_CHUNK] for i in range(0, len(arguments), _ARGUMENT_CHUNK)
+        ]
+        key = _call_key(user_text, position, tool.name)
+        pending.append(ToolCallPlan(key=key, name=tool.name, arguments=arguments, chunks=chunks))
+    if pending:
+        return (pending if parallel else pending[:1]), ""
+    return [], " ".join(answers)
+
+
+def answer_text(directives: Directives) -> str:
+    if directives.count is not None:
+        return " ".join(str(n) for n in range(1, directives.count + 1))
+    return f"You said: {directives.text}".rstrip()
+
+
+def make_plan(transcript: Transcript, directives: Directives) -> Plan:
+    calls: list[ToolCallPlan] = []
+    if directives.tools:
+        calls, text = _tool_step(
+            transcript.user_text, directives.tools, transcript.tool_results, directives.parallel
+        )
+    else:
+        text = answer_text(directives)
+    chunks = [] if calls else continuation(words(text), transcript.prefill)
+    finish: Finish = "tool_calls" if calls else "stop"
+    if transcript.max_tokens is not None and len(chunks) > transcript.max_tokens:
+        chunks, finish = chunks[: transcript.max_tokens], "length"
+    return Plan(
+        text_chunks=chunks,
+        tool_calls=calls,
+        finish=finish,
+        delay_s=directives.delay_ms / 1000,
+        ttft_s=directives.ttft_ms / 1000,
+        input_tokens=transcript.input_tokens,
+    )

@@ -1,0 +1,144 @@
+"""`FakeProvider`: the fake model provider's HTTP server, run by uvicorn in a background thread."""
+
+import logging
+import socket
+import threading
+import time
+from types import TracebackType
+from typing import Self
+
+import uvicorn
+from starlette.applications import Starlette
+
+from tests.fakeprovider.anthropic import AnthropicRoutes
+from tests.fakeprovider.openai_chat import ChatRoutes
+from tests.fakeprovider.openai_responses import ResponsesRoutes
+from tests.fakeprovider.state import FakeState, RecordedRequest
+
+_ABORT_NOTICE = "ASGI callable returned without completing response."
+
+
+class _HideDeliberateAborts(logging.Filter):
+    """`@disconnect_after` drops connections on purpose; uvicorn would log each as an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != _ABORT_NOTICE
+
+
+class FakeProvider:
+    """OpenAI Chat Completions, OpenAI Responses and Anthropic Messages, scripted by directives.
+
+    Point the official SDKs at `openai_base_url` / `anthropic_base_url` (see `env()`).
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
+        self._requested_port = port
+        self.port = 0
+        self.state = FakeState()
+        self._responses = ResponsesRoutes(self.state)
+        routes = [
+            *ChatRoutes(self.state).routes(),
+            *self._responses.routes(),
+            *AnthropicRoutes(self.state).routes(),
+        ]
+        self.app = Starlette(routes=routes)
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self._requested_port))
+        self.port = sock.getsockname()[1]
+        logging.getLogger("uvicorn.error").addFilter(_HideDeliberateAborts())
+        config = uvicorn.Config(
+            self.app,
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=1,
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="fake-provider", daemon=True
+        )
+        self._server, self._thread = server, thread
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the fake provider did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(timeout=10)
+        self._server = self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- addresses -----------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """The Anthropic SDK appends `/v1/messages` itself."""
+        return self.url
+
+    def env(self, api_key: str = "fake-key") -> dict[str, str]:
+        """The SDK environment variables that point both SDKs here."""
+        return {
+            "OPENAI_BASE_URL": self.openai_base_url,
+            "OPENAI_API_KEY": api_key,
+            "ANTHROPIC_BASE_URL": self.anthropic_base_url,
+            "ANTHROPIC_API_KEY": api_key,
+        }
+
+    # -- observations --------------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        return self.state.requests
+
+    @property
+    def generated_deltas(self) -> int:
+        """Content deltas written to clients, over all requests."""
+        return self.state.generated_deltas
+
+    @property
+    def generated_deltas_by_text(self) -> dict[str, int]:
+        return self.state.deltas_by_text
+
+    def deltas_for(self, user_text: str) -> int:
+        """Content deltas written for requests whose last user message is `user_text`."""
+        return self.state.deltas_by_text.get(user_text, 0)
+
+    def requests_for(self, user_text: str) -> list[RecordedRequest]:
+        return [request for request in self.state.requests if request.user_text == user_text]
+
+    def reset(self) -> None:
+        """Forget requests, counters, fault budgets and stored responses."""
+        self.state.reset()
+        self._responses.reset()

@@ -1,0 +1,73 @@
+"""An in-process Perdure (worker + gateway on a free port), as `perdure dev` runs it."""
+
+import asyncio
+import contextlib
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+from temporalio.client import Client
+
+from gateway.app import create_app
+from perdure.agents_registry import load_agents
+from perdure.services import Services, build_worker, open_services
+from perdure.settings import Settings
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class Stack:
+    url: str
+    services: Services
+    settings: Settings
+
+
+@contextlib.asynccontextmanager
+async def running_stack(
+    *, client: Client, database_url: str, data_dir: Path, model: str = "openai:gpt-fake"
+) -> AsyncIterator[Stack]:
+    port = free_port()
+    settings = Settings.model_validate(
+        {
+            "PERDURE_DATABASE_URL": database_url,
+            "PERDURE_DATA_DIR": str(data_dir),
+            "PERDURE_MODEL": model,
+            "PERDURE_AGENTS": "tests.agents",
+            "PERDURE_TASK_QUEUE": f"perdure-test-{uuid.uuid4().hex[:8]}",
+            "PERDURE_HOST": "127.0.0.1",
+            "PERDURE_PORT": port,
+        }
+    )
+    async with open_services(settings, client=client) as services:
+        services.eager_start = True
+        services.bus.reliable = True
+        worker = build_worker(services, load_agents(settings.agents))
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(services=services),
+                host="127.0.0.1",
+                port=port,
+                log_level="warning",
+                lifespan="on",
+            )
+        )
+        async with worker:
+            serving = asyncio.create_task(server.serve())
+            while not server.started:
+                if serving.done():
+                    serving.result()
+                await asyncio.sleep(0.01)
+            try:
+                yield Stack(url=f"http://127.0.0.1:{port}", services=services, settings=settings)
+            finally:
+                server.should_exit = True
+                await serving

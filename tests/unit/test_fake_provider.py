@@ -1,0 +1,402 @@
+"""The fake provider: its directives and wire formats, seen through the official SDKs and httpx."""
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from tests.fakeprovider.directives import Fault, ToolDirective, parse
+from tests.fakeprovider.fixtures import count_to, tag
+from tests.fakeprovider.script import continuation, words
+from tests.fakeprovider.server import FakeProvider
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def openai_sdk(fake: FakeProvider) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(api_key="k", base_url=fake.openai_base_url, max_retries=0)
+
+
+def anthropic_sdk(fake: FakeProvider) -> anthropic.AsyncAnthropic:
+    return anthropic.AsyncAnthropic(api_key="k", base_url=fake.anthropic_base_url, max_retries=0)
+
+
+async def chat_deltas(fake: FakeProvider, messages: list[dict[str, object]]) -> list[str]:
+    stream = await openai_sdk(fake).chat.completions.create(
+        model="fake",
+        messages=messages,
+        stream=True,  # type: ignore[arg-type]
+    )
+    return [
+        c.choices[0].delta.content async for c in stream if c.choices and c.choices[0].delta.content
+    ]
+
+
+# -- directives ------------------------------------------------------------------------------
+
+
+def test_directives_are_parsed_out_of_the_text() -> None:
+    directives = parse('hello @count 3 @delay 5 @ttft 7 world\n@tool get_weather {"city": "Paris"}')
+    assert directives.text == "hello world"
+    assert (directives.count, directives.delay_ms, directives.ttft_ms) == (3, 5, 7)
+    assert directives.tools == [ToolDirective("get_weather", {"city": "Paris"})]
+
+
+def test_fault_directives_keep_their_order_options_and_budgets() -> None:
+    directives = parse("@fail 429 retry-after=2 x3 @disconnect_after 4 @stall_after 1 x2")
+    assert directives.faults == [
+        Fault(kind="fail", status=429, retry_after="2", times=3),
+        Fault(kind="disconnect", after=4),
+        Fault(kind="stall", after=1, times=2),
+    ]
+
+
+def test_unknown_at_words_stay_in_the_text() -> None:
+    assert parse("ping @alice about it").text == "ping @alice about it"
+
+
+def test_continuation_cuts_mid_word_at_the_same_boundaries() -> None:
+    chunks = words(count_to(15))
+    assert continuation(chunks, "1 2 3 4 5 6 7 8 9 10 11 1") == ["2", " 13", " 14", " 15"]
+    assert continuation(chunks, "1 2 3") == [" 4", *chunks[4:]]
+
+
+# -- answers ---------------------------------------------------------------------------------
+
+
+async def test_echo_answer_streams_one_word_per_delta(fake_provider: FakeProvider) -> None:
+    deltas = await chat_deltas(fake_provider, [{"role": "user", "content": "hello  there world"}])
+    assert deltas == ["You", " said:", " hello", " there", " world"]
+
+
+async def test_count_streams_numbers_with_leading_spaces(fake_provider: FakeProvider) -> None:
+    deltas = await chat_deltas(fake_provider, [{"role": "user", "content": "@count 4"}])
+    assert deltas == ["1", " 2", " 3", " 4"]
+
+
+async def test_prefill_continues_exactly_where_the_prefix_ends(fake_provider: FakeProvider) -> None:
+    prefill = "1 2 3 4 5 6 7 8 9 10 11 1"
+    messages = [
+        {"role": "user", "content": "@count 15"},
+        {"role": "assistant", "content": prefill},
+    ]
+    deltas = await chat_deltas(fake_provider, messages)
+    assert prefill + "".join(deltas) == count_to(15)
+
+
+async def test_tools_are_called_one_step_at_a_time(fake_provider: FakeProvider) -> None:
+    text = '@tool first {"a": 1}\n@tool second {}'
+    client = openai_sdk(fake_provider)
+    first = await client.chat.completions.create(
+        model="fake", messages=[{"role": "user", "content": text}], stream=True
+    )
+    calls = [c async for c in first if c.choices and c.choices[0].delta.tool_calls]
+    assert calls[0].choices[0].delta.tool_calls[0].function.name == "first"  # type: ignore[index, union-attr]
+    call_id = calls[0].choices[0].delta.tool_calls[0].id  # type: ignore[index]
+    assert call_id
+    messages: list[dict[str, object]] = [
+        {"role": "user", "content": text},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "first", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": "one"},
+    ]
+    second = await client.chat.completions.create(model="fake", messages=messages, stream=True)  # type: ignore[arg-type]
+    names = [
+        call.function.name
+        async for c in second
+        if c.choices
+        for call in c.choices[0].delta.tool_calls or []
+        if call.function and call.function.name
+    ]
+    assert names == ["second"]
+
+
+async def test_parallel_calls_every_pending_tool_at_once(fake_provider: FakeProvider) -> None:
+    stream = await anthropic_sdk(fake_provider).messages.create(
+        model="fake",
+        max_tokens=100,
+        messages=[{"role": "user", "content": "@parallel\n@tool a {}\n@tool b {}"}],
+        stream=True,
+    )
+    names = [
+        event.content_block.name
+        async for event in stream
+        if event.type == "content_block_start" and event.content_block.type == "tool_use"
+    ]
+    assert names == ["a", "b"]
+
+
+async def test_tool_results_are_quoted_in_the_answer(fake_provider: FakeProvider) -> None:
+    messages = [
+        {"role": "user", "content": "@tool lookup {}"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "lookup", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "42"}],
+        },
+    ]
+    stream = await anthropic_sdk(fake_provider).messages.create(
+        model="fake",
+        max_tokens=100,
+        messages=messages,
+        stream=True,  # type: ignore[arg-type]
+    )
+    text = "".join(
+        [
+            e.delta.text
+            async for e in stream
+            if e.type == "content_block_delta" and e.delta.type == "text_delta"
+        ]
+    )
+    assert text == "Tool lookup returned: 42"
+
+
+async def test_max_tokens_truncates_and_finishes_with_length(fake_provider: FakeProvider) -> None:
+    stream = await openai_sdk(fake_provider).chat.completions.create(
+        model="fake", messages=[{"role": "user", "content": "@count 10"}], max_tokens=3, stream=True
+    )
+    chunks = [c async for c in stream]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "1 2 3"
+    assert chunks[-1].choices[0].finish_reason == "length"
+
+
+# -- timing and observation ------------------------------------------------------------------
+
+
+async def test_ttft_and_first_delta_time_are_recorded(fake_provider: FakeProvider) -> None:
+    text = f"@count 2 @ttft 150 {tag()}"
+    await chat_deltas(fake_provider, [{"role": "user", "content": text}])
+    (request,) = fake_provider.requests_for(text)
+    assert request.first_delta_at is not None
+    assert request["first_delta_at"] - request.started_at >= 0.15
+
+
+async def test_delay_paces_every_delta(fake_provider: FakeProvider) -> None:
+    started = time.monotonic()
+    await chat_deltas(fake_provider, [{"role": "user", "content": f"@count 5 @delay 30 {tag()}"}])
+    assert time.monotonic() - started >= 0.15
+
+
+async def test_generated_deltas_are_counted_per_user_text(fake_provider: FakeProvider) -> None:
+    text = f"@count 6 {tag()}"
+    before = fake_provider.generated_deltas
+    await chat_deltas(fake_provider, [{"role": "user", "content": text}])
+    await chat_deltas(fake_provider, [{"role": "user", "content": text}])
+    assert fake_provider.deltas_for(text) == 12
+    assert fake_provider.generated_deltas - before >= 12
+
+
+# -- faults ----------------------------------------------------------------------------------
+
+
+async def test_fail_returns_the_provider_error_body_and_retry_after(
+    fake_provider: FakeProvider,
+) -> None:
+    body = {"model": "m", "max_tokens": 10, "stream": True}
+    body["messages"] = [{"role": "user", "content": f"@fail 429 retry-after=3 {tag()}"}]
+    async with httpx.AsyncClient() as http:
+        response = await http.post(f"{fake_provider.anthropic_base_url}/v1/messages", json=body)
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "3"
+    assert response.json()["error"]["type"] == "rate_limit_error"
+
+
+async def test_a_fault_hits_only_its_first_k_requests(fake_provider: FakeProvider) -> None:
+    text = f"@count 2 @fail 503 x2 {tag()}"
+    client = openai_sdk(fake_provider)
+    for _ in range(2):
+        with pytest.raises(openai.InternalServerError):
+            await client.chat.completions.create(
+                model="fake", messages=[{"role": "user", "content": text}], stream=True
+            )
+    assert await chat_deltas(fake_provider, [{"role": "user", "content": text}]) == ["1", " 2"]
+
+
+async def test_faults_are_spent_in_order(fake_provider: FakeProvider) -> None:
+    text = f"@count 5 @fail 500 @disconnect_after 2 {tag()}"
+    messages = [{"role": "user", "content": text}]
+    with pytest.raises(openai.InternalServerError):
+        await chat_deltas(fake_provider, messages)  # type: ignore[arg-type]
+    with pytest.raises(openai.APIConnectionError):
+        await chat_deltas(fake_provider, messages)  # type: ignore[arg-type]
+    assert "".join(await chat_deltas(fake_provider, messages)) == count_to(5)  # type: ignore[arg-type]
+
+
+async def test_disconnect_drops_the_connection_without_a_terminator(
+    fake_provider: FakeProvider,
+) -> None:
+    body = {
+        "model": "m",
+        "stream": True,
+        "messages": [{"role": "user", "content": f"@count 9 @disconnect_after 3 {tag()}"}],
+    }
+    received: list[str] = []
+    async with httpx.AsyncClient() as http:
+        with pytest.raises(httpx.RemoteProtocolError):
+            async with http.stream(
+                "POST", f"{fake_provider.openai_base_url}/chat/completions", json=body
+            ) as response:
+                async for line in response.aiter_lines():
+                    received.append(line)
+    contents = [
+        json.loads(line[6:])["choices"][0]["delta"].get("content")
+        for line in received
+        if line.startswith("data: {")
+    ]
+    assert [c for c in contents if c] == ["1", " 2", " 3"]
+    assert "data: [DONE]" not in received
+
+
+async def test_stall_keeps_the_connection_open_and_silent(fake_provider: FakeProvider) -> None:
+    body = {
+        "model": "m",
+        "stream": True,
+        "messages": [{"role": "user", "content": f"@count 9 @stall_after 2 {tag()}"}],
+    }
+    async with httpx.AsyncClient(timeout=httpx.Timeout(5.0, read=0.3)) as http:
+        with pytest.raises(httpx.ReadTimeout):
+            async with http.stream(
+                "POST", f"{fake_provider.openai_base_url}/chat/completions", json=body
+            ) as response:
+                async for _ in response.aiter_lines():
+                    pass
+
+
+async def test_anthropic_midstream_error_is_an_error_event(fake_provider: FakeProvider) -> None:
+    stream = await anthropic_sdk(fake_provider).messages.create(
+        model="fake",
+        max_tokens=100,
+        messages=[{"role": "user", "content": f"@count 5 @midstream_error 2 {tag()}"}],
+        stream=True,
+    )
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        async for _ in stream:
+            pass
+    assert caught.value.type == "overloaded_error"
+
+
+async def test_reject_prefill_refuses_requests_with_a_prefill(fake_provider: FakeProvider) -> None:
+    text = "@count 3 @reject_prefill"
+    assert await chat_deltas(fake_provider, [{"role": "user", "content": text}]) == [
+        "1",
+        " 2",
+        " 3",
+    ]
+    with pytest.raises(openai.BadRequestError, match="[Pp]refill"):
+        await chat_deltas(
+            fake_provider,
+            [{"role": "user", "content": text}, {"role": "assistant", "content": "1"}],
+        )
+
+
+async def test_anthropic_refuses_a_prefill_ending_in_whitespace(
+    fake_provider: FakeProvider,
+) -> None:
+    with pytest.raises(anthropic.BadRequestError, match="trailing whitespace"):
+        await anthropic_sdk(fake_provider).messages.create(
+            model="fake",
+            max_tokens=100,
+            messages=[
+                {"role": "user", "content": "@count 3"},
+                {"role": "assistant", "content": "1 "},
+            ],
+            stream=True,
+        )
+
+
+# -- Responses background mode ---------------------------------------------------------------
+
+
+async def test_responses_resume_streams_only_events_after_the_cursor(
+    fake_provider: FakeProvider,
+) -> None:
+    client = openai_sdk(fake_provider)
+    stream = await client.responses.create(
+        model="fake", input=f"@count 8 @delay 10 {tag()}", stream=True, background=True, store=True
+    )
+    seen = []
+    async with stream:
+        async for event in stream:
+            seen.append(event)
+            if event.type == "response.output_text.delta":
+                break
+    response_id = seen[0].response.id  # type: ignore[union-attr]
+    resumed = await client.responses.retrieve(
+        response_id, stream=True, starting_after=seen[-1].sequence_number
+    )
+    rest = [event async for event in resumed]
+    numbers = [event.sequence_number for event in seen + rest]
+    assert numbers == list(range(len(numbers)))
+    deltas = [e.delta for e in seen + rest if e.type == "response.output_text.delta"]  # type: ignore[union-attr]
+    assert "".join(deltas) == count_to(8)
+    assert rest[-1].type == "response.completed"
+
+
+async def test_responses_keep_generating_while_nobody_listens(fake_provider: FakeProvider) -> None:
+    client = openai_sdk(fake_provider)
+    response = await client.responses.create(
+        model="fake", input=f"@count 5 @delay 20 {tag()}", background=True, store=True
+    )
+    assert (await client.responses.retrieve(response.id)).status in ("queued", "in_progress")
+    await asyncio.sleep(0.2)
+    finished = await client.responses.retrieve(response.id)
+    assert finished.status == "completed"
+    assert finished.output_text == count_to(5)
+
+
+async def test_responses_cancel_stops_a_background_response(fake_provider: FakeProvider) -> None:
+    client = openai_sdk(fake_provider)
+    response = await client.responses.create(
+        model="fake", input=f"@count 50 @delay 50 {tag()}", background=True, store=True
+    )
+    cancelled = await client.responses.cancel(response.id)
+    assert cancelled.status == "cancelled"
+    again = await client.responses.cancel(response.id)
+    assert again.status == "cancelled"
+    assert (await client.responses.retrieve(response.id)).status == "cancelled"
+
+
+# -- standalone ------------------------------------------------------------------------------
+
+
+def test_the_module_runs_standalone_and_prints_its_url_first() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakeprovider", "--port", "0"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().strip()
+        assert line.startswith("FAKE_PROVIDER_URL=http://127.0.0.1:")
+        url = line.split("=", 1)[1]
+        body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "@count 2"}]}
+        response = httpx.post(f"{url}/v1/chat/completions", json=body)
+        assert response.status_code == 200
+        assert response.text.endswith("data: [DONE]\n\n")
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

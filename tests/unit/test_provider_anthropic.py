@@ -1,0 +1,181 @@
+"""`anthropic:<model>`: the Messages adapter, through the real SDK against the fake provider."""
+
+import pytest
+
+from activities.providers.anthropic_messages import (
+    AnthropicMessagesProvider,
+    WhitespaceDeduper,
+    anthropic_messages,
+)
+from activities.providers.base import ModelRequest, ProviderError
+from domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
+from domain.provider_events import Finish, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
+from tests.fakeprovider.fixtures import (
+    collect,
+    collect_until_error,
+    count_to,
+    fake_provider_env,  # noqa: F401 - fixture
+    tag,
+    text_of,
+)
+from tests.fakeprovider.server import FakeProvider
+
+pytestmark = pytest.mark.usefixtures("fake_provider_env")
+
+provider = AnthropicMessagesProvider("fake-claude")
+SEARCH = ToolSpec(name="search", description="Search", parameters={"type": "object"})
+
+
+def ask(text: str, **fields: object) -> ModelRequest:
+    return ModelRequest(model="fake-claude", conversation=[UserItem(text=text)], **fields)  # type: ignore[arg-type]
+
+
+async def test_streams_text_word_by_word_then_finishes_with_usage() -> None:
+    events = await collect(provider, ask("good morning", system="Be kind."))
+    assert [e.text for e in events if isinstance(e, TextDelta)] == [
+        "You",
+        " said:",
+        " good",
+        " morning",
+    ]
+    assert events[-1] == Finish(reason="stop", input_tokens=4, output_tokens=4)
+
+
+async def test_a_tool_use_block_is_reported_as_start_deltas_end() -> None:
+    events = await collect(provider, ask('@tool search {"q": "otters"}', tools=[SEARCH]))
+    start, *deltas, end, finish = events
+    assert isinstance(start, ToolCallStart) and start.id.startswith("toolu_")
+    assert all(isinstance(d, ToolCallDelta) for d in deltas)
+    assert end == ToolCallEnd(id=start.id, name="search", arguments={"q": "otters"})
+    assert isinstance(finish, Finish) and finish.reason == "tool-calls"
+    assert finish.output_tokens == len(deltas)
+
+
+async def test_parallel_tool_results_lead_to_the_answer() -> None:
+    text = "@parallel\n@tool search {}\n@tool search {}"
+    calls = [ToolCall(id="t1", name="search"), ToolCall(id="t2", name="search")]
+    request = ModelRequest(
+        model="fake-claude",
+        tools=[SEARCH],
+        conversation=[
+            UserItem(text=text),
+            AssistantItem(tool_calls=calls),
+            ToolResultItem(tool_call_id="t1", tool_name="search", output="a"),
+            ToolResultItem(tool_call_id="t2", tool_name="search", output="b"),
+        ],
+    )
+    answer = text_of(await collect(provider, request))
+    assert answer == "Tool search returned: a Tool search returned: b"
+
+
+async def test_prefill_with_trailing_space_completes_the_count_exactly() -> None:
+    prefill = "1 2 3 4 5 "
+    events = await collect(provider, ask("@count 9", prefill=prefill))
+    assert prefill + text_of(events) == count_to(9)
+
+
+async def test_prefill_ending_mid_number_completes_the_count_exactly() -> None:
+    prefill = "1 2 3 4 5 6 7 8 9 10 1"
+    events = await collect(provider, ask("@count 14", prefill=prefill))
+    assert prefill + text_of(events) == count_to(14)
+
+
+async def test_a_midstream_overload_is_retryable() -> None:
+    events, error = await collect_until_error(provider, ask(f"@count 9 @midstream_error 3 {tag()}"))
+    assert text_of(events) == "1 2 3"
+    assert error.retryable
+    assert "overloaded" in str(error)
+
+
+async def test_overloaded_status_529_is_retryable() -> None:
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider, ask(f"@fail 529 {tag()}"))
+    assert caught.value.retryable and caught.value.status == 529
+
+
+async def test_rate_limit_is_retryable_with_retry_after() -> None:
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider, ask(f"@fail 429 retry-after=7 {tag()}"))
+    assert caught.value.retryable and caught.value.retry_after == 7.0
+
+
+async def test_bad_request_is_not_retryable() -> None:
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider, ask(f"@fail 400 {tag()}"))
+    assert not caught.value.retryable and caught.value.status == 400
+
+
+async def test_a_rejected_prefill_is_flagged() -> None:
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider, ask("@count 6 @reject_prefill", prefill="1 2 3"))
+    assert caught.value.prefill_rejected and not caught.value.retryable
+
+
+async def test_a_dropped_connection_is_retryable(fake_provider: FakeProvider) -> None:
+    text = f"@count 8 @disconnect_after 3 {tag()}"
+    events, error = await collect_until_error(provider, ask(text))
+    assert error.retryable
+    rest = await collect(provider, ask(text, prefill=text_of(events)))
+    assert text_of(events) + text_of(rest) == count_to(8)
+    assert fake_provider.deltas_for(text) == 8
+
+
+async def test_a_missing_api_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    with pytest.raises(ProviderError, match="ANTHROPIC_API_KEY") as caught:
+        await collect(provider, ask("hello"))
+    assert not caught.value.retryable
+
+
+def test_consecutive_tool_results_share_one_user_message() -> None:
+    calls = [ToolCall(id="a", name="search"), ToolCall(id="b", name="search")]
+    request = ModelRequest(
+        model="m",
+        prefill="Both say  ",
+        conversation=[
+            UserItem(text="Search twice"),
+            AssistantItem(text="On it.", tool_calls=calls),
+            ToolResultItem(tool_call_id="a", tool_name="search", output="one"),
+            ToolResultItem(tool_call_id="b", tool_name="search", output="two", is_error=True),
+        ],
+    )
+    assert anthropic_messages(request) == [
+        {"role": "user", "content": [{"type": "text", "text": "Search twice"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "On it."},
+                {"type": "tool_use", "id": "a", "name": "search", "input": {}},
+                {"type": "tool_use", "id": "b", "name": "search", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "a", "content": "one", "is_error": False},
+                {"type": "tool_result", "tool_use_id": "b", "content": "two", "is_error": True},
+            ],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "Both say"}]},
+    ]
+
+
+def test_a_user_message_after_tool_results_joins_their_user_turn() -> None:
+    request = ModelRequest(
+        model="m",
+        conversation=[
+            UserItem(text="go"),
+            AssistantItem(tool_calls=[ToolCall(id="a", name="search")]),
+            ToolResultItem(tool_call_id="a", tool_name="search", output="done"),
+            UserItem(text="and now?"),
+        ],
+    )
+    roles = [message["role"] for message in anthropic_messages(request)]
+    assert roles == ["user", "assistant", "user"]
+
+
+def test_the_stripped_whitespace_is_dropped_once_from_the_continuation() -> None:
+    dedupe = WhitespaceDeduper("Hello \n")
+    assert dedupe(" ") == ""
+    assert dedupe("\nworld") == "world"
+    assert dedupe(" again") == " again"

@@ -1,0 +1,176 @@
+"""`openai:<model>`: the Chat Completions adapter, through the real SDK against the fake provider."""
+
+import pytest
+
+from activities.providers.base import ModelRequest, ProviderError
+from activities.providers.openai_chat import OpenAIChatProvider, ToolCallAccumulator, chat_messages
+from domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
+from domain.provider_events import Finish, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
+from tests.fakeprovider.fixtures import (
+    collect,
+    collect_until_error,
+    count_to,
+    fake_provider_env,  # noqa: F401 - fixture
+    tag,
+    text_of,
+)
+from tests.fakeprovider.server import FakeProvider
+
+pytestmark = pytest.mark.usefixtures("fake_provider_env")
+
+provider = OpenAIChatProvider("fake-model")
+WEATHER = ToolSpec(
+    name="get_weather",
+    description="Weather for a city",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+)
+
+
+def ask(text: str, **fields: object) -> ModelRequest:
+    return ModelRequest(model="fake-model", conversation=[UserItem(text=text)], **fields)  # type: ignore[arg-type]
+
+
+async def test_streams_text_word_by_word_then_finishes_with_usage() -> None:
+    events = await collect(provider, ask("hello world"))
+    assert [e.text for e in events if isinstance(e, TextDelta)] == [
+        "You",
+        " said:",
+        " hello",
+        " world",
+    ]
+    assert events[-1] == Finish(reason="stop", input_tokens=2, output_tokens=4)
+
+
+async def test_a_tool_call_is_reported_as_start_deltas_end() -> None:
+    events = await collect(provider, ask('@tool get_weather {"city": "Paris"}', tools=[WEATHER]))
+    start, *deltas, end, finish = events
+    assert isinstance(start, ToolCallStart) and start.name == "get_weather"
+    assert all(isinstance(d, ToolCallDelta) and d.id == start.id for d in deltas)
+    assert (
+        "".join(d.arguments_delta for d in deltas if isinstance(d, ToolCallDelta))
+        == '{"city":"Paris"}'
+    )
+    assert end == ToolCallEnd(id=start.id, name="get_weather", arguments={"city": "Paris"})
+    assert isinstance(finish, Finish) and finish.reason == "tool-calls"
+
+
+async def test_a_tool_result_leads_to_the_answer() -> None:
+    text = '@tool get_weather {"city": "Paris"}'
+    call = ToolCall(id="call_1", name="get_weather", arguments={"city": "Paris"})
+    request = ModelRequest(
+        model="fake-model",
+        tools=[WEATHER],
+        conversation=[
+            UserItem(text=text),
+            AssistantItem(tool_calls=[call]),
+            ToolResultItem(tool_call_id="call_1", tool_name="get_weather", output="sunny"),
+        ],
+    )
+    assert text_of(await collect(provider, request)) == "Tool get_weather returned: sunny"
+
+
+async def test_prefill_continuation_completes_the_count_exactly() -> None:
+    prefill = "1 2 3 4 5 6 7 8 9 10 1"
+    events = await collect(provider, ask("@count 20", prefill=prefill))
+    assert prefill + text_of(events) == count_to(20)
+
+
+async def test_max_output_tokens_finishes_with_length() -> None:
+    events = await collect(provider, ask("@count 10", max_output_tokens=4))
+    assert text_of(events) == "1 2 3 4"
+    assert isinstance(events[-1], Finish) and events[-1].reason == "length"
+
+
+async def test_rate_limit_is_retryable_with_retry_after() -> None:
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider, ask(f"@fail 429 retry-after=2 {tag()}"))
+    assert caught.value.retryable
+    assert caught.value.retry_after == 2.0
+    assert caught.value.status == 429
+
+
+async def test_server_error_is_retryable() -> None:
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider, ask(f"@fail 503 {tag()}"))
+    assert caught.value.retryable and caught.value.status == 503
+
+
+async def test_bad_request_is_not_retryable() -> None:
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider, ask(f"@fail 400 {tag()}"))
+    assert not caught.value.retryable
+    assert not caught.value.prefill_rejected
+
+
+async def test_a_rejected_prefill_is_flagged() -> None:
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider, ask("@count 5 @reject_prefill", prefill="1 2"))
+    assert caught.value.prefill_rejected and not caught.value.retryable
+
+
+async def test_a_dropped_connection_is_retryable_after_the_partial_text() -> None:
+    events, error = await collect_until_error(
+        provider, ask(f"@count 9 @disconnect_after 4 {tag()}")
+    )
+    assert text_of(events) == "1 2 3 4"
+    assert error.retryable
+
+
+async def test_a_missing_api_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(ProviderError, match="OPENAI_API_KEY") as caught:
+        await collect(provider, ask("hello"))
+    assert not caught.value.retryable
+
+
+async def test_no_tokens_are_generated_twice_across_a_prefill_retry(
+    fake_provider: FakeProvider,
+) -> None:
+    text = f"@count 12 @disconnect_after 5 {tag()}"
+    partial, _ = await collect_until_error(provider, ask(text))
+    rest = await collect(provider, ask(text, prefill=text_of(partial)))
+    assert text_of(partial) + text_of(rest) == count_to(12)
+    assert fake_provider.deltas_for(text) == 12
+
+
+def test_conversation_becomes_chat_messages_with_tool_calls_and_prefill() -> None:
+    call = ToolCall(id="c1", name="get_weather", arguments={"city": "Oslo"})
+    request = ModelRequest(
+        model="m",
+        system="Be brief.",
+        prefill="It is",
+        conversation=[
+            UserItem(text="Weather?"),
+            AssistantItem(text="Checking.", tool_calls=[call]),
+            ToolResultItem(tool_call_id="c1", tool_name="get_weather", output="rain"),
+        ],
+    )
+    assert chat_messages(request) == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "rain"},
+        {"role": "assistant", "content": "It is"},
+    ]
+
+
+def test_invalid_tool_arguments_become_an_empty_object() -> None:
+    from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
+
+    calls = ToolCallAccumulator()
+    calls.feed(
+        ChoiceDeltaToolCall.model_validate(
+            {"index": 0, "id": "c", "function": {"name": "f", "arguments": "{not json"}}
+        )
+    )
+    assert calls.finish()[-1] == ToolCallEnd(id="c", name="f", arguments={})

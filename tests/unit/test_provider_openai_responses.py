@@ -1,0 +1,180 @@
+"""`openai-responses:<model>`: background mode, cursors and re-attaching, against the fake."""
+
+import asyncio
+
+import pytest
+
+from activities.providers.base import ModelRequest, ProviderError, ResumeToken
+from activities.providers.clients import openai_client
+from activities.providers.openai_responses import OpenAIResponsesProvider, response_input
+from domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
+from domain.provider_events import (
+    Finish,
+    ProviderEvent,
+    ResponseCursor,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from tests.fakeprovider.fixtures import (
+    collect,
+    collect_until_error,
+    count_to,
+    fake_provider_env,  # noqa: F401 - fixture
+    tag,
+    text_of,
+)
+from tests.fakeprovider.server import FakeProvider
+
+pytestmark = pytest.mark.usefixtures("fake_provider_env")
+
+provider = OpenAIResponsesProvider("fake-model")
+LOOKUP = ToolSpec(name="lookup", description="Look it up", parameters={"type": "object"})
+
+
+def ask(text: str, **fields: object) -> ModelRequest:
+    return ModelRequest(model="fake-model", conversation=[UserItem(text=text)], **fields)  # type: ignore[arg-type]
+
+
+def last_cursor(events: list[ProviderEvent]) -> ResumeToken:
+    cursor = [e for e in events if isinstance(e, ResponseCursor)][-1]
+    return ResumeToken(response_id=cursor.response_id, sequence_number=cursor.sequence_number)
+
+
+def test_the_provider_supports_resume() -> None:
+    assert provider.supports_resume is True
+
+
+async def test_text_streams_with_a_cursor_for_every_event() -> None:
+    events = await collect(provider, ask("hello world"))
+    assert text_of(events) == "You said: hello world"
+    cursors = [e.sequence_number for e in events if isinstance(e, ResponseCursor)]
+    assert cursors == list(range(len(cursors)))
+    assert events[-1] == Finish(reason="stop", input_tokens=2, output_tokens=4)
+
+
+async def test_a_cursor_follows_the_text_it_covers() -> None:
+    events = await collect(provider, ask("@count 3"))
+    kinds = [e.kind for e in events if e.kind in ("text", "cursor")]
+    for index, kind in enumerate(kinds):
+        if kind == "text":
+            assert kinds[index + 1] == "cursor"
+
+
+async def test_a_function_call_is_reported_as_start_deltas_end() -> None:
+    events = await collect(provider, ask('@tool lookup {"q": "tea"}', tools=[LOOKUP]))
+    calls = [e for e in events if isinstance(e, ToolCallStart | ToolCallDelta | ToolCallEnd)]
+    start, end = calls[0], calls[-1]
+    assert isinstance(start, ToolCallStart) and start.name == "lookup"
+    assert end == ToolCallEnd(id=start.id, name="lookup", arguments={"q": "tea"})
+    assert isinstance(events[-1], Finish) and events[-1].reason == "tool-calls"
+
+
+async def test_a_function_call_output_leads_to_the_answer() -> None:
+    call = ToolCall(id="call_9", name="lookup", arguments={"q": "tea"})
+    request = ModelRequest(
+        model="fake-model",
+        tools=[LOOKUP],
+        conversation=[
+            UserItem(text='@tool lookup {"q": "tea"}'),
+            AssistantItem(tool_calls=[call]),
+            ToolResultItem(tool_call_id="call_9", tool_name="lookup", output="green"),
+        ],
+    )
+    assert text_of(await collect(provider, request)) == "Tool lookup returned: green"
+
+
+async def test_prefill_continuation_completes_the_count_exactly() -> None:
+    prefill = "1 2 3 4 5 6 7 8 9 10 11 1"
+    events = await collect(provider, ask("@count 16", prefill=prefill))
+    assert prefill + text_of(events) == count_to(16)
+
+
+async def test_resume_after_a_disconnect_yields_exactly_the_rest(
+    fake_provider: FakeProvider,
+) -> None:
+    text = f"@count 30 @delay 5 @disconnect_after 8 {tag()}"
+    before, error = await collect_until_error(provider, ask(text))
+    assert error.retryable
+    assert text_of(before) == count_to(8)
+    after = await collect(provider, ask(text, resume=last_cursor(before)))
+    assert text_of(before) + text_of(after) == count_to(30)
+    assert isinstance(after[-1], Finish) and after[-1].reason == "stop"
+    assert fake_provider.deltas_for(text) == 30
+
+
+async def test_resume_from_an_early_cursor_replays_nothing_twice() -> None:
+    text = f"@count 12 @delay 5 @disconnect_after 6 {tag()}"
+    before, _ = await collect_until_error(provider, ask(text))
+    cursors = [e for e in before if isinstance(e, ResponseCursor)]
+    middle = next(i for i, e in enumerate(before) if e is cursors[4])
+    kept = before[: middle + 1]
+    after = await collect(provider, ask(text, resume=last_cursor(kept)))
+    assert text_of(kept) + text_of(after) == count_to(12)
+
+
+async def test_resume_after_the_response_finished_server_side() -> None:
+    text = f"@count 10 @delay 10 @disconnect_after 2 {tag()}"
+    before, _ = await collect_until_error(provider, ask(text))
+    await asyncio.sleep(0.15)
+    after = await collect(provider, ask(text, resume=last_cursor(before)))
+    assert text_of(before) + text_of(after) == count_to(10)
+
+
+async def test_resume_during_a_function_call_still_ends_the_call() -> None:
+    text = f'@tool lookup {{"query": "a long query string"}} @disconnect_after 2 {tag()}'
+    before, _ = await collect_until_error(provider, ask(text, tools=[LOOKUP]))
+    start = next(e for e in before if isinstance(e, ToolCallStart))
+    after = await collect(provider, ask(text, tools=[LOOKUP], resume=last_cursor(before)))
+    deltas = [e.arguments_delta for e in before + after if isinstance(e, ToolCallDelta)]
+    assert "".join(deltas) == '{"query":"a long query string"}'
+    end = next(e for e in after if isinstance(e, ToolCallEnd))
+    assert end.id == start.id and end.arguments == {"query": "a long query string"}
+
+
+async def test_a_cancelled_response_cannot_be_resumed() -> None:
+    text = f"@count 50 @delay 20 @disconnect_after 1 {tag()}"
+    before, _ = await collect_until_error(provider, ask(text))
+    token = last_cursor(before)
+    await openai_client().responses.cancel(token.response_id)
+    with pytest.raises(ProviderError, match="cancelled") as caught:
+        await collect(provider, ask(text, resume=token))
+    assert not caught.value.retryable
+
+
+async def test_rate_limit_honours_retry_after_ms() -> None:
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider, ask(f"@fail 429 retry-after-ms=1500 {tag()}"))
+    assert caught.value.retryable and caught.value.retry_after == 1.5
+
+
+async def test_bad_request_is_not_retryable() -> None:
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider, ask(f"@fail 422 {tag()}"))
+    assert not caught.value.retryable and caught.value.status == 422
+
+
+async def test_a_rejected_prefill_is_flagged() -> None:
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider, ask("@count 4 @reject_prefill", prefill="1 2"))
+    assert caught.value.prefill_rejected
+
+
+def test_conversation_becomes_input_items() -> None:
+    call = ToolCall(id="call_1", name="lookup", arguments={"q": "x"})
+    request = ModelRequest(
+        model="m",
+        prefill="So",
+        conversation=[
+            UserItem(text="Find x"),
+            AssistantItem(text="Looking.", tool_calls=[call]),
+            ToolResultItem(tool_call_id="call_1", tool_name="lookup", output="found"),
+        ],
+    )
+    assert response_input(request) == [
+        {"type": "message", "role": "user", "content": "Find x"},
+        {"type": "message", "role": "assistant", "content": "Looking."},
+        {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": '{"q":"x"}'},
+        {"type": "function_call_output", "call_id": "call_1", "output": "found"},
+        {"type": "message", "role": "assistant", "content": "So"},
+    ]

@@ -1,0 +1,40 @@
+"""`provider_for`: model specs resolve to their adapters."""
+
+import pytest
+
+from activities.providers import provider_for
+from activities.providers.anthropic_messages import AnthropicMessagesProvider
+from activities.providers.demo import DemoProvider
+from activities.providers.openai_chat import OpenAIChatProvider
+from activities.providers.openai_responses import OpenAIResponsesProvider
+
+
+@pytest.mark.parametrize(
+    ("spec", "kind", "label"),
+    [
+        ("openai:gpt-4.1-mini", OpenAIChatProvider, "openai:gpt-4.1-mini"),
+        ("openai-responses:gpt-4.1", OpenAIResponsesProvider, "openai-responses:gpt-4.1"),
+        ("anthropic:claude-sonnet-4-5", AnthropicMessagesProvider, "anthropic:claude-sonnet-4-5"),
+        ("demo", DemoProvider, "demo"),
+    ],
+)
+def test_specs_resolve_to_their_adapter(spec: str, kind: type, label: str) -> None:
+    provider = provider_for(spec)
+    assert isinstance(provider, kind)
+    assert provider.label == label
+
+
+def test_only_responses_can_resume() -> None:
+    assert [
+        provider_for(s).supports_resume for s in ("openai:m", "openai-responses:m", "demo")
+    ] == [
+        False,
+        True,
+        False,
+    ]
+
+
+@pytest.mark.parametrize("spec", ["gpt-4", "mistral:large", "openai:", "", "demo:x"])
+def test_unknown_specs_are_refused_with_the_accepted_forms(spec: str) -> None:
+    with pytest.raises(ValueError, match="openai-responses:<model>"):
+        provider_for(spec)

@@ -1,0 +1,49 @@
+"""Provider events become UI chunks with ids unique within the message."""
+
+from domain.provider_events import Finish, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
+from domain.step_chunks import StepChunker
+
+
+def test_text_is_wrapped_in_start_and_end() -> None:
+    chunker = StepChunker(0)
+    chunks = chunker.feed(TextDelta(text="Hi")) + chunker.feed(Finish(reason="stop"))
+
+    assert chunks == [
+        {"type": "text-start", "id": "s0-t1"},
+        {"type": "text-delta", "id": "s0-t1", "delta": "Hi"},
+        {"type": "text-end", "id": "s0-t1"},
+    ]
+    assert chunker.finish == Finish(reason="stop")
+
+
+def test_a_tool_call_closes_the_text_before_it() -> None:
+    chunker = StepChunker(2)
+    chunks = (
+        chunker.feed(TextDelta(text="Let me add."))
+        + chunker.feed(ToolCallStart(id="c", name="add"))
+        + chunker.feed(ToolCallDelta(id="c", arguments_delta='{"a":1}'))
+        + chunker.feed(ToolCallEnd(id="c", name="add", arguments={"a": 1}))
+    )
+
+    assert [c["type"] for c in chunks] == [
+        "text-start",
+        "text-delta",
+        "text-end",
+        "tool-input-start",
+        "tool-input-delta",
+        "tool-input-available",
+    ]
+    assert chunks[0]["id"] == "s2-t1"
+    assert [call.id for call in chunker.tool_calls] == ["c"]
+
+
+def test_a_continued_step_appends_to_the_open_text_part() -> None:
+    chunker = StepChunker(0, open_text_id="s0-t1")
+
+    chunks = chunker.feed(TextDelta(text=" 4"))
+
+    assert chunks == [{"type": "text-delta", "id": "s0-t1", "delta": " 4"}]
+
+
+def test_empty_deltas_produce_nothing() -> None:
+    assert StepChunker(0).feed(TextDelta(text="")) == []

@@ -1,0 +1,34 @@
+"""Timeouts and retry policies per activity (data only).
+
+Changing these affects only activities scheduled afterwards; running turns replay safely.
+"""
+
+from datetime import timedelta
+
+from temporalio.common import RetryPolicy
+
+HEARTBEAT_TIMEOUT = timedelta(seconds=5)
+"""How long a silent model or tool activity lives before Temporal retries it elsewhere: the
+bound on noticing a dead worker. Activities heartbeat every second, so 5 s tolerates a few lost
+heartbeats on a busy machine without mistaking a live worker for a dead one."""
+
+MODEL_STEP_TIMEOUT = timedelta(minutes=10)
+TOOL_TIMEOUT = timedelta(minutes=10)
+FINISH_TIMEOUT = timedelta(seconds=30)
+
+MODEL_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=500),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=8,
+)
+IDEMPOTENT_TOOL_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=500),
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=5,
+)
+ONCE = RetryPolicy(maximum_attempts=1)
+FINISH_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)
+)
+"""Finishing never gives up: it is idempotent and the only way a session is released."""
