@@ -212,19 +212,16 @@ class TurnActivities:
         message_id = turn.assistant_message_id
         logged = await load_log(self._db, message_id=message_id)
         closing = _closing_chunks(logged, turn)
-        if closing:
-            await append_chunks(
-                self._db, message_id=message_id, chunks=closing, attempt=activity.info().attempt
-            )
-            self._bus.publish(message_id)
-        reduction = reduce_chunks(logged + closing)
         following = await finish(
             self._db,
             submission_id=turn.submission_id,
             outcome=turn.outcome,
-            assistant=reduction,
+            closing=closing,
+            assistant=reduce_chunks(logged + closing),
             error=turn.error_text,
+            attempt=activity.info().attempt,
         )
+        self._bus.publish(message_id)
         if closing:
             agent = self._agents.resolve(turn.agent) if turn.agent in self._agents.names() else None
             if agent is not None:

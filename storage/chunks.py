@@ -3,6 +3,7 @@
 from sqlalchemy import func, insert, text
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from domain.ui import Chunk
 from storage.db import Database
@@ -13,6 +14,39 @@ from storage.timing import now
 _MAX_SEQ_CONFLICT_RETRIES = 20
 
 
+async def insert_chunks(
+    session: AsyncSession, *, message_id: str, chunks: list[Chunk], attempt: int, notify: bool
+) -> int:
+    """Append inside the caller's transaction and return the last seq."""
+    connection = await session.connection()
+    last = (
+        await connection.execute(
+            select(func.max(ChunkRow.seq)).where(ChunkRow.message_id == message_id)
+        )
+    ).scalar()
+    first = 0 if last is None else last + 1
+    created = now()
+    await connection.execute(
+        insert(ChunkRow),
+        [
+            {
+                "message_id": message_id,
+                "seq": first + i,
+                "attempt": attempt,
+                "body": chunk,
+                "created_at": created,
+            }
+            for i, chunk in enumerate(chunks)
+        ],
+    )
+    if notify:
+        await connection.execute(
+            text("SELECT pg_notify(:channel, :message_id)"),
+            {"channel": CHANNEL, "message_id": message_id},
+        )
+    return first + len(chunks) - 1
+
+
 async def append_chunks(db: Database, *, message_id: str, chunks: list[Chunk], attempt: int) -> int:
     """Append in one transaction and return the last seq; safe against concurrent appenders."""
     if not chunks:
@@ -20,32 +54,13 @@ async def append_chunks(db: Database, *, message_id: str, chunks: list[Chunk], a
     for _ in range(_MAX_SEQ_CONFLICT_RETRIES):
         try:
             async with db.write() as session:
-                last = (
-                    await session.exec(
-                        select(func.max(ChunkRow.seq)).where(ChunkRow.message_id == message_id)
-                    )
-                ).one()
-                first = 0 if last is None else last + 1
-                created = now()
-                await session.execute(
-                    insert(ChunkRow),
-                    params=[
-                        {
-                            "message_id": message_id,
-                            "seq": first + i,
-                            "attempt": attempt,
-                            "body": chunk,
-                            "created_at": created,
-                        }
-                        for i, chunk in enumerate(chunks)
-                    ],
+                return await insert_chunks(
+                    session,
+                    message_id=message_id,
+                    chunks=chunks,
+                    attempt=attempt,
+                    notify=not db.is_sqlite,
                 )
-                if not db.is_sqlite:
-                    await session.execute(
-                        text("SELECT pg_notify(:channel, :message_id)"),
-                        params={"channel": CHANNEL, "message_id": message_id},
-                    )
-            return first + len(chunks) - 1
         except IntegrityError:
             continue
     raise RuntimeError(f"could not append to the log of {message_id}: seq kept conflicting")

@@ -69,9 +69,11 @@ async def delete_session(db: Database, *, tenant_id: str, session_id: str) -> bo
         assistant_ids = select(Submission.assistant_message_id).where(
             Submission.session_id == session_id
         )
-        await session.execute(delete(ChunkRow).where(col(ChunkRow.message_id).in_(assistant_ids)))
-        await session.execute(delete(Message).where(col(Message.session_id) == session_id))
-        await session.execute(delete(Submission).where(col(Submission.session_id) == session_id))
-        await session.execute(delete(Event).where(col(Event.session_id) == session_id))
+        connection = await session.connection()
+        await connection.execute(
+            delete(ChunkRow).where(col(ChunkRow.message_id).in_(assistant_ids))
+        )
+        for table in (Message, Submission, Event):
+            await connection.execute(delete(table).where(col(table.session_id) == session_id))
         await session.delete(chat)
     return True

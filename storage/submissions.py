@@ -9,7 +9,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from domain.payloads import Outcome
 from domain.reducer import Reduction
-from domain.ui import UIMessage
+from domain.ui import Chunk, UIMessage
+from storage.chunks import insert_chunks
 from storage.db import Database
 from storage.errors import MessageConflict, SessionNotFound
 from storage.tables import ChatSession, Message, Submission
@@ -206,13 +207,16 @@ async def finish(
     *,
     submission_id: str,
     outcome: Outcome,
+    closing: list[Chunk],
     assistant: Reduction,
     error: str | None,
+    attempt: int,
 ) -> Submission | None:
-    """End a submission, store its assistant message, release the session, admit the next.
+    """In one transaction: close the log, store the answer, release the session, admit the next.
 
-    Idempotent: run again after a crash it changes nothing and returns the same next
-    submission, so the caller can repeat its admit signal.
+    A client that sees the closing chunk can read the stored answer at once. Idempotent: run
+    again after a crash it changes nothing and returns the same next submission, so the
+    caller can repeat its admit signal.
     """
     at = now()
     async with db.write() as session:
@@ -224,6 +228,14 @@ async def finish(
         if submission is None:
             return None
         chat = await _locked_session(session, submission.session_id)
+        if closing and submission.status in ACTIVE:
+            await insert_chunks(
+                session,
+                message_id=submission.assistant_message_id,
+                chunks=closing,
+                attempt=attempt,
+                notify=not db.is_sqlite,
+            )
         if submission.status in ACTIVE:
             was_running = submission.status == "running"
             submission.status = outcome

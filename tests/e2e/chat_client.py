@@ -79,7 +79,7 @@ async def send(
 ) -> Streamed:
     body = chat_body(session_id, user_message(text, message_id), **extra)
     return await read_stream(
-        http, "POST", "/api/chat", json=body, headers=headers, stop_after=stop_after
+        http, "POST", "/api/chat", json=body, headers=headers or {}, stop_after=stop_after
     )
 
 

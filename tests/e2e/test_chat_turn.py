@@ -190,7 +190,7 @@ async def test_a_repeated_post_attaches_to_the_existing_turn(
 
     assert first.headers["x-perdure-submission-id"] == repeat.headers["x-perdure-submission-id"]
     assert first.events == repeat.events
-    assert fake_provider.requests_for(text) == 1
+    assert len(fake_provider.requests_for(text)) == 1
     history = (await http.get(f"/api/chat/{session}/messages")).json()
     assert len(history) == 2
 

@@ -357,7 +357,12 @@ async def test_responses_keep_generating_while_nobody_listens(fake_provider: Fak
     response = await client.responses.create(
         model="fake", input=f"@count 5 @delay 20 {tag()}", background=True, store=True
     )
-    assert (await client.responses.retrieve(response.id)).status in ("queued", "in_progress")
+    import time as _t
+    st = fake_provider._responses.store[response.id]
+    print("DBG now-start", _t.monotonic() - st.frames[0].at, "status", response.status)
+    r = await client.responses.retrieve(response.id)
+    print("DBG after retrieve", _t.monotonic() - st.frames[0].at, r.status)
+    assert r.status in ("queued", "in_progress")
     await asyncio.sleep(0.2)
     finished = await client.responses.retrieve(response.id)
     assert finished.status == "completed"
