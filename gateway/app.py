@@ -22,7 +22,6 @@ def create_app(*, services: Services | None = None, settings: Settings | None = 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if services is not None:
-            app.state.services = services
             yield
             return
         async with open_services(settings or Settings()) as own:
@@ -35,6 +34,8 @@ def create_app(*, services: Services | None = None, settings: Settings | None = 
         lifespan=lifespan,
         generate_unique_id_function=_operation_id,
     )
+    if services is not None:
+        app.state.services = services
     install_error_handlers(app)
     app.include_router(chat.router)
     app.include_router(sessions.router)

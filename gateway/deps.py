@@ -8,7 +8,7 @@ from gateway.errors import ApiError
 from perdure.services import Services
 
 
-def _services(request: Request) -> Services:
+async def _services(request: Request) -> Services:
     services: Services = request.app.state.services
     return services
 
@@ -16,7 +16,7 @@ def _services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(_services)]
 
 
-def _tenant(request: Request, services: ServicesDep) -> str:
+async def _tenant(request: Request, services: ServicesDep) -> str:
     """Bearer key → tenant (PERDURE_API_KEYS); without keys configured, tenant `default`."""
     tenants = services.settings.tenants_by_key()
     if not tenants:

@@ -49,7 +49,7 @@ def _event(data: dict[str, Any]) -> bytes:
 
 
 def message_frames(plan: Plan, model: str) -> list[Frame]:
-    message = {
+    message: dict[str, Any] = {
         "id": f"msg_{uuid.uuid4().hex[:24]}",
         "type": "message",
         "role": "assistant",
@@ -75,8 +75,8 @@ def message_frames(plan: Plan, model: str) -> list[Frame]:
         frames.append(Frame(_event({"type": "content_block_stop", "index": 0})))
         index = 1
     for offset, call in enumerate(plan.tool_calls, start=index):
-        block = {"type": "tool_use", "id": f"toolu_{call.key}", "name": call.name, "input": {}}
-        start = {"type": "content_block_start", "index": offset, "content_block": block}
+        tool_use = {"type": "tool_use", "id": f"toolu_{call.key}", "name": call.name, "input": {}}
+        start = {"type": "content_block_start", "index": offset, "content_block": tool_use}
         frames.append(Frame(_event(start)))
         for part in call.chunks:
             delta = {"type": "input_json_delta", "partial_json": part}

@@ -80,7 +80,7 @@ class _Builder:
 
     def message(self, chunks: list[str], complete: bool) -> None:
         index, item_id = len(self.output), f"msg_{uuid.uuid4().hex[:24]}"
-        where = {"item_id": item_id, "output_index": index, "content_index": 0}
+        where: dict[str, Any] = {"item_id": item_id, "output_index": index, "content_index": 0}
         item: dict[str, Any] = {
             "id": item_id,
             "type": "message",
@@ -122,7 +122,7 @@ class _Builder:
                 delta=part,
             )
         arguments = "".join(chunks)
-        where = {"item_id": item_id, "output_index": index}
+        where: dict[str, Any] = {"item_id": item_id, "output_index": index}
         self.emit("response.function_call_arguments.done", arguments=arguments, name=name, **where)
         done = {**item, "status": "completed", "arguments": arguments}
         self.emit("response.output_item.done", output_index=index, item=done)

@@ -54,15 +54,14 @@ def schedule(frames: Sequence[Frame], start: float, delay_s: float, ttft_s: floa
 
 
 async def _sleep_until(due: float, *events: asyncio.Event) -> None:
-    delay = due - time.monotonic()
-    if delay <= 0 or any(event.is_set() for event in events):
-        return
-    waiters = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, timeout=delay)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
+    """Sleep until `due` (never waking early) or until one of `events` is set."""
+    while (delay := due - time.monotonic()) > 0 and not any(event.is_set() for event in events):
+        waiters = [asyncio.ensure_future(event.wait()) for event in events]
+        try:
+            await asyncio.wait(waiters, timeout=delay)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
 
 
 class FrameStream(Response):

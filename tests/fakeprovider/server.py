@@ -53,7 +53,9 @@ class FakeProvider:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self._requested_port))
         self.port = sock.getsockname()[1]
-        logging.getLogger("uvicorn.error").addFilter(_HideDeliberateAborts())
+        uvicorn_log = logging.getLogger("uvicorn.error")
+        if not any(isinstance(f, _HideDeliberateAborts) for f in uvicorn_log.filters):
+            uvicorn_log.addFilter(_HideDeliberateAborts())
         config = uvicorn.Config(
             self.app,
             log_config=None,

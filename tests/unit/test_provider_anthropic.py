@@ -27,7 +27,7 @@ SEARCH = ToolSpec(name="search", description="Search", parameters={"type": "obje
 
 
 def ask(text: str, **fields: object) -> ModelRequest:
-    return ModelRequest(model="fake-claude", conversation=[UserItem(text=text)], **fields)  # type: ignore[arg-type]
+    return ModelRequest(model="fake-claude", conversation=[UserItem(text=text)], **fields)
 
 
 async def test_streams_text_word_by_word_then_finishes_with_usage() -> None:

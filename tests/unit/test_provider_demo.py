@@ -18,7 +18,7 @@ CURRENT_TIME = ToolSpec(name="current_time", description="Now", parameters={"typ
 
 
 def ask(text: str, **fields: object) -> ModelRequest:
-    return ModelRequest(model="demo", conversation=[UserItem(text=text)], **fields)  # type: ignore[arg-type]
+    return ModelRequest(model="demo", conversation=[UserItem(text=text)], **fields)
 
 
 def after_tool(text: str, call: ToolCall, output: str) -> ModelRequest:

@@ -27,7 +27,7 @@ WEATHER = ToolSpec(
 
 
 def ask(text: str, **fields: object) -> ModelRequest:
-    return ModelRequest(model="fake-model", conversation=[UserItem(text=text)], **fields)  # type: ignore[arg-type]
+    return ModelRequest(model="fake-model", conversation=[UserItem(text=text)], **fields)
 
 
 async def test_streams_text_word_by_word_then_finishes_with_usage() -> None:

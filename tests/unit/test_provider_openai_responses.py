@@ -33,7 +33,7 @@ LOOKUP = ToolSpec(name="lookup", description="Look it up", parameters={"type": "
 
 
 def ask(text: str, **fields: object) -> ModelRequest:
-    return ModelRequest(model="fake-model", conversation=[UserItem(text=text)], **fields)  # type: ignore[arg-type]
+    return ModelRequest(model="fake-model", conversation=[UserItem(text=text)], **fields)
 
 
 def last_cursor(events: list[ProviderEvent]) -> ResumeToken:
