@@ -57,7 +57,8 @@ def remainder_chunks(answer: str, prefill: str | None) -> list[str]:
 
 def _current_turn(request: ModelRequest) -> tuple[str, list[ToolResultItem]]:
     """The last user text and the tool results that followed it."""
-    text, results = "", list[ToolResultItem]()
+    text = ""
+    results: list[ToolResultItem] = []
     for item in request.conversation:
         if isinstance(item, UserItem):
             text, results = item.text, []

@@ -356,10 +356,10 @@ async def test_responses_resume_streams_only_events_after_the_cursor(
 async def test_responses_keep_generating_while_nobody_listens(fake_provider: FakeProvider) -> None:
     client = openai_sdk(fake_provider)
     response = await client.responses.create(
-        model="fake", input=f"@count 5 @ttft 300 {tag()}", background=True, store=True
+        model="fake", input=f"@count 5 @ttft 500 {tag()}", background=True, store=True
     )
     assert (await client.responses.retrieve(response.id)).status in ("queued", "in_progress")
-    await asyncio.sleep(0.4)
+    await asyncio.sleep(0.6)
     finished = await client.responses.retrieve(response.id)
     assert finished.status == "completed"
     assert finished.output_text == count_to(5)

@@ -1,0 +1,85 @@
+"""Perdure as its users run it: `perdure dev`, and separate worker and gateway processes."""
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from tests.databases import database_url
+from tests.e2e.chat_client import counting, send
+from tests.processes import PerdureProcess, wait_healthy
+from tests.stack import free_port
+
+
+@pytest.fixture
+def processes() -> Iterator[list[PerdureProcess]]:
+    started: list[PerdureProcess] = []
+    yield started
+    for process in started:
+        process.stop()
+
+
+async def test_perdure_dev_starts_everything_and_answers_with_the_demo_model(
+    tmp_path: Path, processes: list[PerdureProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(key, raising=False)
+    port = free_port()
+    dev = PerdureProcess(
+        "dev",
+        {
+            "PERDURE_PORT": str(port),
+            "PERDURE_DATA_DIR": str(tmp_path / ".perdure"),
+            "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}",
+            "PERDURE_TEMPORAL_UI_PORT": str(free_port()),
+        },
+        tmp_path,
+    ).start()
+    processes.append(dev)
+    url = f"http://127.0.0.1:{port}"
+    await wait_healthy(url, dev, timeout=90)
+
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        streamed = await send(http, "dev-chat", "what is 12*7")
+
+    assert streamed.text().startswith("[demo model]")
+    assert "84" in streamed.text()
+    assert "tool-output-available" in streamed.types()
+    assert (tmp_path / ".perdure" / "perdure.db").exists()
+    assert (tmp_path / ".perdure" / "temporal.db").exists()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_separate_worker_and_gateway_processes_stream_a_turn(
+    backend: str,
+    tmp_path: Path,
+    processes: list[PerdureProcess],
+    temporal_env: WorkflowEnvironment,
+    provider_env: None,
+) -> None:
+    with database_url(backend, tmp_path) as url:
+        port = free_port()
+        env = {
+            "PERDURE_DATABASE_URL": url,
+            "PERDURE_DATA_DIR": str(tmp_path),
+            "PERDURE_TASK_QUEUE": f"proc-{uuid.uuid4().hex[:8]}",
+            "PERDURE_MODEL": "openai:gpt-fake",
+            "PERDURE_PORT": str(port),
+            "TEMPORAL_ADDRESS": temporal_env.client.service_client.config.target_host,
+        }
+        worker = PerdureProcess("worker", env, tmp_path).start()
+        gateway = PerdureProcess("gateway", env, tmp_path).start()
+        processes.extend([worker, gateway])
+        base = f"http://127.0.0.1:{port}"
+        await wait_healthy(base, gateway)
+
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            streamed = await send(http, f"proc-{backend}", "@count 40 @delay 2")
+
+        assert streamed.text() == counting(40), worker.output()
+        assert streamed.types()[-1] == "finish"
+        for process in processes:
+            process.stop()

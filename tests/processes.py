@@ -1,0 +1,67 @@
+"""Perdure as real OS processes (`perdure dev | worker | gateway`), for process-level tests."""
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+PERDURE = str(Path(sys.executable).parent / "perdure")
+
+
+class PerdureProcess:
+    """One `perdure <command>` subprocess; its output goes to a log file for post-mortems."""
+
+    def __init__(self, command: str, env: dict[str, str], log_dir: Path) -> None:
+        self.command = command
+        self.env = env
+        self.log_path = log_dir / f"{command}-{os.getpid()}-{id(self)}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> "PerdureProcess":
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("PERDURE_")}
+        log = open(self.log_path, "ab")  # noqa: SIM115 - closed by the child's exit
+        self.process = subprocess.Popen(
+            [PERDURE, self.command],
+            env={**inherited, **self.env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup at all, like a crashed machine."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+async def wait_healthy(url: str, process: PerdureProcess, timeout: float = 60) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    async with httpx.AsyncClient(timeout=2) as http:
+        while asyncio.get_running_loop().time() < deadline:
+            if process.process is not None and process.process.poll() is not None:
+                raise AssertionError(f"perdure {process.command} exited:\n{process.output()}")
+            try:
+                if (await http.get(f"{url}/healthz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"{url} not healthy after {timeout} s:\n{process.output()}")
