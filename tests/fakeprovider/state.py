@@ -21,6 +21,8 @@ class RecordedRequest:
     first_delta_at: float | None = None
     """`time.monotonic()` when the first content delta was written to the socket."""
     deltas: int = 0
+    delta_times: list[float] = field(default_factory=list)
+    """`time.monotonic()` of every content delta written, in order."""
     status: int = 200
 
     def __getitem__(self, key: str) -> Any:
@@ -44,8 +46,10 @@ class FakeState:
 
     def count_delta(self, request: RecordedRequest) -> None:
         with self._lock:
+            written = time.monotonic()
             if request.first_delta_at is None:
-                request.first_delta_at = time.monotonic()
+                request.first_delta_at = written
+            request.delta_times.append(written)
             request.deltas += 1
             self.generated_deltas += 1
             text = request.user_text

@@ -1,0 +1,187 @@
+"""Time to first token through the gateway, and relay latency, on this machine.
+
+    .venv/bin/python -m bench.latency [--turns 100] [--modes dev,split-sqlite,split-postgres]
+
+- TTFT overhead: from `POST /api/chat` to the first text chunk at the client, minus the fake
+  provider's own time to first token (request received → first delta written).
+- Relay latency: each text delta written by the provider → the same delta parsed by the SSE
+  client.
+Every mode runs real processes: `perdure dev` (one process, its own Temporal dev server), or
+`perdure worker` + `perdure gateway` on a shared Temporal dev server and store.
+"""
+
+import argparse
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import httpx
+from temporalio.testing import WorkflowEnvironment
+
+from perdure.temporal_dev import temporal_binary
+from tests.databases import database_url, postgres_available
+from tests.fakeprovider.server import FakeProvider
+from tests.processes import PerdureProcess, wait_healthy
+from tests.stack import free_port
+
+DELTAS_PER_TURN = 20
+DELAY_MS = 5
+WARM_UP_TURNS = 5
+
+
+@dataclass
+class Samples:
+    ttft_overhead_ms: list[float] = field(default_factory=list)
+    ttft_total_ms: list[float] = field(default_factory=list)
+    relay_ms: list[float] = field(default_factory=list)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def one_turn(http: httpx.AsyncClient, fake: FakeProvider, samples: Samples | None) -> None:
+    text = f"@count {DELTAS_PER_TURN} @delay {DELAY_MS} bench-{uuid.uuid4().hex[:10]}"
+    body = {
+        "id": f"bench-{uuid.uuid4().hex[:12]}",
+        "messages": [
+            {"id": uuid.uuid4().hex[:16], "role": "user", "parts": [{"type": "text", "text": text}]}
+        ],
+    }
+    received: list[float] = []
+    posted = time.monotonic()
+    async with http.stream("POST", "/api/chat", json=body) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if chunk["type"] == "text-delta":
+                received.append(time.monotonic())
+    if samples is None:
+        return
+    (request,) = fake.requests_for(text)
+    assert request.first_delta_at is not None and len(received) == len(request.delta_times)
+    provider_ttft = request.first_delta_at - request.started_at
+    samples.ttft_total_ms.append((received[0] - posted) * 1000)
+    samples.ttft_overhead_ms.append((received[0] - posted - provider_ttft) * 1000)
+    samples.relay_ms.extend(
+        (got - sent) * 1000 for got, sent in zip(received, request.delta_times, strict=True)
+    )
+
+
+async def measure(url: str, fake: FakeProvider, turns: int) -> Samples:
+    samples = Samples()
+    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        for _ in range(WARM_UP_TURNS):
+            await one_turn(http, fake, None)
+        for _ in range(turns):
+            await one_turn(http, fake, samples)
+    return samples
+
+
+@contextmanager
+def provider_env(fake: FakeProvider) -> Iterator[dict[str, str]]:
+    yield {**fake.env(), "PERDURE_MODEL": "openai:gpt-bench"}
+
+
+@asynccontextmanager
+async def dev_mode(fake: FakeProvider, workdir: Path) -> AsyncIterator[str]:
+    port = free_port()
+    env = {
+        **fake.env(),
+        "PERDURE_MODEL": "openai:gpt-bench",
+        "PERDURE_PORT": str(port),
+        "PERDURE_DATA_DIR": str(workdir / "dev"),
+        "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}",
+        "PERDURE_TEMPORAL_UI_PORT": str(free_port()),
+    }
+    dev = PerdureProcess("dev", env, workdir).start()
+    try:
+        await wait_healthy(f"http://127.0.0.1:{port}", dev, timeout=120)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        dev.stop()
+
+
+@asynccontextmanager
+async def split_mode(fake: FakeProvider, workdir: Path, backend: str) -> AsyncIterator[str]:
+    env_server = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_binary(), ui=False, dev_server_log_level="error"
+    )
+    try:
+        with database_url(backend, workdir) as url:
+            port = free_port()
+            env = {
+                **fake.env(),
+                "PERDURE_MODEL": "openai:gpt-bench",
+                "PERDURE_DATABASE_URL": url,
+                "PERDURE_DATA_DIR": str(workdir),
+                "PERDURE_PORT": str(port),
+                "TEMPORAL_ADDRESS": env_server.client.service_client.config.target_host,
+            }
+            worker = PerdureProcess("worker", env, workdir).start()
+            gateway = PerdureProcess("gateway", env, workdir).start()
+            try:
+                await wait_healthy(f"http://127.0.0.1:{port}", gateway)
+                await asyncio.sleep(1.0)  # let the worker finish connecting
+                yield f"http://127.0.0.1:{port}"
+            finally:
+                gateway.stop()
+                worker.stop()
+    finally:
+        await env_server.shutdown()
+
+
+def report(name: str, samples: Samples) -> str:
+    def row(label: str, values: list[float]) -> str:
+        return f"| {name} | {label} | {len(values)} | {percentile(values, 50):.1f} | {percentile(values, 95):.1f} |"
+
+    return "\n".join(
+        [
+            row("TTFT overhead (ms)", samples.ttft_overhead_ms),
+            row("TTFT total (ms)", samples.ttft_total_ms),
+            row("relay latency (ms)", samples.relay_ms),
+        ]
+    )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument("--modes", default="dev,split-sqlite,split-postgres")
+    args = parser.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    rows = ["| mode | metric | n | p50 | p95 |", "|---|---|---|---|---|"]
+    with FakeProvider() as fake, TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        for mode in modes:
+            if mode == "split-postgres" and postgres_available() is not None:
+                print(f"skipping {mode}: {postgres_available()}")
+                continue
+            context = (
+                dev_mode(fake, workdir)
+                if mode == "dev"
+                else split_mode(fake, workdir, mode.split("-", 1)[1])
+            )
+            async with context as url:
+                samples = await measure(url, fake, args.turns)
+            rows.append(report(mode, samples))
+            print(rows[-1], flush=True)
+    print()
+    print(
+        f"{args.turns} turns per mode after {WARM_UP_TURNS} warm-up turns; {DELTAS_PER_TURN} deltas per turn, {DELAY_MS} ms apart."
+    )
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
