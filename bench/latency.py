@@ -6,8 +6,8 @@
   provider's own time to first token (request received → first delta written).
 - Relay latency: each text delta written by the provider → the same delta parsed by the SSE
   client.
-Every mode runs real processes: `perdure dev` (one process, its own Temporal dev server), or
-`perdure worker` + `perdure gateway` on a shared Temporal dev server and store.
+Every mode runs real processes against a Temporal dev server on a SQLite file: `perdure dev`
+(one process), or `perdure worker` + `perdure gateway` sharing a store.
 """
 
 import argparse
@@ -15,16 +15,15 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
 import httpx
-from temporalio.testing import WorkflowEnvironment
 
-from perdure.temporal_dev import temporal_binary
+from perdure.temporal_dev import dev_server
 from tests.databases import database_url, postgres_available
 from tests.fakeprovider.server import FakeProvider
 from tests.processes import PerdureProcess, wait_healthy
@@ -88,11 +87,6 @@ async def measure(url: str, fake: FakeProvider, turns: int) -> Samples:
     return samples
 
 
-@contextmanager
-def provider_env(fake: FakeProvider) -> Iterator[dict[str, str]]:
-    yield {**fake.env(), "PERDURE_MODEL": "openai:gpt-bench"}
-
-
 @asynccontextmanager
 async def dev_mode(fake: FakeProvider, workdir: Path) -> AsyncIterator[str]:
     port = free_port()
@@ -114,10 +108,13 @@ async def dev_mode(fake: FakeProvider, workdir: Path) -> AsyncIterator[str]:
 
 @asynccontextmanager
 async def split_mode(fake: FakeProvider, workdir: Path, backend: str) -> AsyncIterator[str]:
-    env_server = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_binary(), ui=False, dev_server_log_level="error"
-    )
-    try:
+    address = f"127.0.0.1:{free_port()}"
+    async with dev_server(
+        address=address,
+        ui_port=free_port(),
+        db_file=workdir / f"temporal-{backend}.db",
+        namespace="default",
+    ):
         with database_url(backend, workdir) as url:
             port = free_port()
             env = {
@@ -126,7 +123,7 @@ async def split_mode(fake: FakeProvider, workdir: Path, backend: str) -> AsyncIt
                 "PERDURE_DATABASE_URL": url,
                 "PERDURE_DATA_DIR": str(workdir),
                 "PERDURE_PORT": str(port),
-                "TEMPORAL_ADDRESS": env_server.client.service_client.config.target_host,
+                "TEMPORAL_ADDRESS": address,
             }
             worker = PerdureProcess("worker", env, workdir).start()
             gateway = PerdureProcess("gateway", env, workdir).start()
@@ -137,8 +134,6 @@ async def split_mode(fake: FakeProvider, workdir: Path, backend: str) -> AsyncIt
             finally:
                 gateway.stop()
                 worker.stop()
-    finally:
-        await env_server.shutdown()
 
 
 def report(name: str, samples: Samples) -> str:
