@@ -232,3 +232,30 @@ async def wait_idle(http: httpx.AsyncClient, session: str) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError("session still running after 10 s")
+
+
+async def test_a_rate_limited_provider_is_retried_and_the_answer_completes(
+    http: httpx.AsyncClient, fake_provider
+) -> None:
+    text = f"@count 8 @fail 429 retry-after=0.1 x2 {uuid.uuid4().hex[:6]}"
+
+    streamed = await send(http, new_session(), text)
+
+    assert streamed.text() == counting(8)
+    assert streamed.types()[-1] == "finish"
+    assert [r.status for r in fake_provider.requests_for(text)] == [429, 429, 200]
+
+
+async def test_a_provider_rejection_ends_the_stream_with_an_error_that_says_why(
+    http: httpx.AsyncClient, fake_provider
+) -> None:
+    session = new_session()
+    text = f"@count 8 @fail 400 {uuid.uuid4().hex[:6]}"
+
+    streamed = await send(http, session, text)
+
+    assert streamed.types()[-1] == "error"
+    assert "HTTP 400" in streamed.chunks[-1]["errorText"]
+    assert "not retryable" in streamed.chunks[-1]["errorText"]
+    assert len(fake_provider.requests_for(text)) == 1
+    assert (await http.get(f"/v1/sessions/{session}")).json()["status"] == "idle"
