@@ -7,10 +7,11 @@ batches as large as the store needs to keep up.
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 from domain.ui import Chunk
 from storage.bus import ChunkBus
-from storage.chunks import append_chunks
+from storage.chunks import ProviderCursor, append_chunks
 from storage.db import Database
 
 
@@ -22,6 +23,7 @@ class ChunkWriter:
         *,
         message_id: str,
         attempt: int,
+        submission_id: str,
         on_flush: Callable[[int], None] | None = None,
     ) -> None:
         self._db = db
@@ -29,16 +31,22 @@ class ChunkWriter:
         self._message_id = message_id
         self._attempt = attempt
         self._on_flush = on_flush
+        self._submission_id = submission_id
         self._buffer: list[Chunk] = []
+        self._cursor: dict[str, Any] | None = None
         self._drain_task: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
         self.last_seq = -1
         self.written = 0
 
-    def add(self, chunks: list[Chunk]) -> None:
+    def add(self, chunks: list[Chunk], *, cursor: dict[str, Any] | None = None) -> None:
+        """Buffer chunks; `cursor` is where a resumable provider response stands after them,
+        and is stored in the same transaction as they are."""
         if self._failure is not None:
             raise self._failure
-        if not chunks:
+        if cursor is not None:
+            self._cursor = cursor
+        if not chunks and cursor is None:
             return
         self._buffer.extend(chunks)
         if self._drain_task is None or self._drain_task.done():
@@ -46,10 +54,17 @@ class ChunkWriter:
 
     async def _drain(self) -> None:
         try:
-            while self._buffer:
+            while self._buffer or self._cursor is not None:
                 batch, self._buffer = self._buffer, []
+                cursor, self._cursor = self._cursor, None
+                if not batch:
+                    continue  # a cursor alone moves nothing that a client could see
                 self.last_seq = await append_chunks(
-                    self._db, message_id=self._message_id, chunks=batch, attempt=self._attempt
+                    self._db,
+                    message_id=self._message_id,
+                    chunks=batch,
+                    attempt=self._attempt,
+                    cursor=ProviderCursor(self._submission_id, cursor) if cursor else None,
                 )
                 self.written += len(batch)
                 self._bus.publish(self._message_id)
@@ -65,6 +80,6 @@ class ChunkWriter:
             await asyncio.shield(self._drain_task)
         if self._failure is not None:
             raise self._failure
-        if self._buffer:
+        if self._buffer or self._cursor is not None:
             self._drain_task = asyncio.create_task(self._drain())
             await asyncio.shield(self._drain_task)

@@ -1,6 +1,7 @@
 """The activities of a chat turn: one model step, one tool call, finishing the turn."""
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -14,8 +15,12 @@ from temporalio.exceptions import ApplicationError
 
 from activities.chunk_writer import ChunkWriter
 from activities.errors import provider_failure
-from activities.providers import ModelRequest, Provider, ProviderError
-from domain.continuation import step_state
+from activities.events import emit
+from activities.providers import ModelRequest, Provider, ProviderError, ResumeToken
+from activities.recovery_gate import RecoveryGate
+from activities.transcript_repair import repair_transcript
+from activities.watched_stream import ProviderStalled, StreamTarget, stream_into_log
+from domain.continuation import StepState, step_state
 from domain.conversation import to_conversation
 from domain.names import (
     ADMIT_SIGNAL,
@@ -33,16 +38,22 @@ from domain.payloads import (
     ToolCallRef,
     TurnInput,
 )
+from domain.policy import RecoveryPolicy
+from domain.recovery import RECOVERY_NOTICE
 from domain.reducer import reduce_chunks
+from domain.repair import SETTLED_TOOL_STATES, is_tool_part, settled_parts_only
 from domain.step_chunks import StepChunker
 from domain.ui import Chunk, UIMessage
 from perdure.agent import Agent, TurnContext
 from perdure.agents_registry import AgentRegistry, UnknownAgent
+from perdure.recovery import ExhaustedContext, bind_stash, unbind_stash
+from perdure.tools import ToolDefinition
 from storage.bus import ChunkBus
 from storage.chunks import append_chunks, load_log
 from storage.db import Database
+from storage.incidents import load_incident
 from storage.messages import active_path
-from storage.submissions import finish
+from storage.submissions import finish, get_submission, save_stash
 from storage.tables import Submission
 
 log = logging.getLogger(__name__)
@@ -94,6 +105,7 @@ class TurnActivities:
         self._client = client
         self._task_queue = task_queue
         self._provider_for = provider_for
+        self._recovery = RecoveryGate(db=db, client=client, task_queue=task_queue)
 
     def _agent(self, name: str) -> Agent:
         try:
@@ -101,74 +113,186 @@ class TurnActivities:
         except UnknownAgent as error:
             raise ApplicationError(str(error), type="UnknownAgent", non_retryable=True) from error
 
-    def _writer(self, message_id: str) -> ChunkWriter:
+    def _writer(self, message_id: str, submission_id: str) -> ChunkWriter:
         return ChunkWriter(
-            self._db, self._bus, message_id=message_id, attempt=activity.info().attempt
+            self._db,
+            self._bus,
+            message_id=message_id,
+            attempt=activity.info().attempt,
+            submission_id=submission_id,
         )
 
     @activity.defn(name=MODEL_STEP_ACTIVITY)
     async def model_step(self, step: ModelStepInput) -> ModelStepResult:
         agent = self._agent(step.agent)
-        context = TurnContext(
-            session_id=step.session_id,
-            submission_id=step.submission_id,
-            assistant_message_id=step.assistant_message_id,
-            agent=agent.name,
-        )
+        submission = await get_submission(self._db, step.submission_id)
+        if submission is None:
+            raise ApplicationError(f"submission {step.submission_id} is gone", non_retryable=True)
+        token = bind_stash(functools.partial(save_stash, self._db, submission_id=submission.id))
+        try:
+            return await self._model_step(agent, step, submission)
+        finally:
+            unbind_stash(token)
+
+    async def _model_step(
+        self, agent: Agent, step: ModelStepInput, submission: Submission
+    ) -> ModelStepResult:
+        context = _turn_context(step, agent)
         model = agent.model or self._default_model
         try:
             provider = self._provider_for(model)
         except ValueError as error:
             raise ApplicationError(str(error), type="BadModel", non_retryable=True) from error
-        logged = await load_log(self._db, message_id=step.assistant_message_id)
-        state = step_state(reduce_chunks(logged), step.step)
-        writer = self._writer(step.assistant_message_id)
-        if not logged:
-            writer.add([_start_chunk(step.assistant_message_id, step.submission_id)])
-            await _run_hook("on_turn_start", lambda: agent.on_turn_start(context))
-        if not state.started:
-            writer.add([{"type": "start-step"}])
+        log_so_far = await load_log(self._db, message_id=step.assistant_message_id)
+        writer = self._writer(step.assistant_message_id, submission.id)
 
-        history = await active_path(self._db, session_id=step.session_id)
-        if state.prior_parts:
-            partial = UIMessage.model_validate(
-                {"id": step.assistant_message_id, "role": "assistant", "parts": state.prior_parts}
+        def add(chunks: list[Chunk]) -> None:
+            writer.add(chunks)
+            log_so_far.extend(chunks)
+
+        recovering = activity.info().attempt > 1
+        history: list[UIMessage] | None = None
+        if recovering:
+            start = await self._recovery.begin(
+                agent, step, submission, log_so_far, reduce_chunks(log_so_far)
             )
-            history.append(partial)
+            add([start.notice])
+            history = start.history
+        if not any(chunk.get("type") == "start" for chunk in log_so_far):
+            add([_start_chunk(step.assistant_message_id, step.submission_id)])
+            await _run_hook("on_turn_start", lambda: agent.on_turn_start(context))
+        add(
+            await repair_transcript(
+                agent,
+                reduce_chunks(log_so_far),
+                db=self._db,
+                session_id=step.session_id,
+                submission_id=step.submission_id,
+            )
+        )
         tools = agent.tools()
+        state = step_state(reduce_chunks(log_so_far), step.step)
+        if state.finished:
+            # An earlier attempt streamed the whole step and died before returning it.
+            await writer.flush()
+            return _result_from_log(state, tools, agent, reduce_chunks(log_so_far).steps)
+        if state.started and state.has_tool_calls:
+            # Its tool calls were settled above; the model goes on in a fresh step.
+            add(_close_open_text(state) + [{"type": "finish-step"}, {"type": "start-step"}])
+            state = step_state(reduce_chunks(log_so_far), step.step)
+        elif not state.started:
+            add([{"type": "start-step"}])
+        log_step = reduce_chunks(log_so_far).steps - 1
+
+        if history is None:
+            history = await active_path(self._db, session_id=step.session_id)
+        if state.prior_parts:
+            history.append(
+                UIMessage.model_validate(
+                    {
+                        "id": step.assistant_message_id,
+                        "role": "assistant",
+                        "parts": state.prior_parts,
+                    }
+                )
+            )
+        cursor = submission.provider_cursor
+        resume = (
+            ResumeToken(
+                response_id=cursor["response_id"], sequence_number=cursor["sequence_number"]
+            )
+            if provider.supports_resume and cursor and cursor.get("step") == log_step
+            else None
+        )
         request = ModelRequest(
             model=model.split(":", 1)[-1],
             system=await agent.instructions(context),
             conversation=to_conversation(history),
             tools=[definition.spec() for definition in tools.values()],
-            prefill=state.prefill,
+            prefill=None if resume else state.prefill,
+            resume=resume,
             max_output_tokens=agent.max_output_tokens,
         )
-        chunker = StepChunker(step.step, open_text_id=state.open_text_id)
-        try:
-            async with _heartbeating():
-                async for event in provider.stream(request):
-                    writer.add(chunker.feed(event))
-        except ProviderError as error:
-            await writer.flush()
-            raise provider_failure(error, label=provider.label) from error
-        except BaseException:
-            await writer.flush()
-            raise
+        chunker = await self._stream_step(
+            provider, request, writer, state, log_step, agent, step, submission
+        )
         writer.add(chunker.close() + [{"type": "finish-step"}])
         await writer.flush()
-        finish_reason = chunker.finish.reason if chunker.finish else "other"
+        if recovering:
+            await self._recovery.completed(submission)
         calls = [
             ToolCallRef(
                 tool_call_id=call.id,
                 tool_name=call.name,
-                idempotent=tools[call.name].idempotent if call.name in tools else True,
+                idempotent=_idempotent(tools, call.name),
             )
             for call in chunker.tool_calls
         ]
         return ModelStepResult(
-            finish_reason=finish_reason, tool_calls=calls, max_steps=agent.max_steps
+            finish_reason=chunker.finish.reason if chunker.finish else "other",
+            tool_calls=calls,
+            max_steps=agent.max_steps,
+            log_steps=log_step + 1,
         )
+
+    async def _stream_step(
+        self,
+        provider: Provider,
+        request: ModelRequest,
+        writer: ChunkWriter,
+        state: StepState,
+        log_step: int,
+        agent: Agent,
+        step: ModelStepInput,
+        submission: Submission,
+    ) -> StepChunker:
+        """Stream the step; fall back from a lost resumable response to a prefill, and from a
+        refused prefill to regenerating the step."""
+        attempt = activity.info().attempt
+        chunker = StepChunker(step.step, attempt=attempt, open_text_id=state.open_text_id)
+        stall = agent.recovery.stall_timeout.total_seconds()
+        while True:
+            target = StreamTarget(writer=writer, chunker=chunker, log_step=log_step)
+            try:
+                async with _heartbeating():
+                    await stream_into_log(provider, request, target, stall_timeout=stall)
+                return chunker
+            except ProviderStalled:
+                await writer.flush()
+                await emit(
+                    self._db,
+                    session_id=step.session_id,
+                    submission_id=step.submission_id,
+                    type="chat.stream.stalled",
+                    stallTimeoutSeconds=stall,
+                    step=log_step,
+                )
+                raise
+            except ProviderError as error:
+                await writer.flush()
+                if request.resume is not None and not error.retryable:
+                    log.warning("cannot re-attach (%s); continuing by prefill", error)
+                    prefill = state.prefill
+                    request = request.model_copy(update={"resume": None, "prefill": prefill})
+                    continue
+                if error.prefill_rejected and request.prefill:
+                    writer.add(
+                        chunker.close()
+                        + [
+                            {
+                                "type": "data-recovery",
+                                "data": {"action": "regenerate"},
+                                "transient": True,
+                            }
+                        ]
+                    )
+                    request = request.model_copy(update={"prefill": None})
+                    chunker = StepChunker(step.step, attempt=attempt, variant="regen")
+                    continue
+                raise provider_failure(error, label=provider.label) from error
+            except BaseException:
+                await writer.flush()
+                raise
 
     @activity.defn(name=RUN_TOOL_ACTIVITY)
     async def run_tool(self, call: RunToolInput) -> None:
@@ -179,26 +303,24 @@ class TurnActivities:
             raise ApplicationError(
                 f"tool call {call.tool_call_id} is not in the log", non_retryable=True
             )
-        if part["state"] in ("output-available", "output-error", "output-denied"):
+        if part["state"] in SETTLED_TOOL_STATES:
             return  # settled by an earlier attempt: never run a tool twice for one call
         name = part["type"].removeprefix("tool-")
         definition = agent.tools().get(name)
-        chunk: Chunk
-        if definition is None:
-            chunk = _tool_error(call.tool_call_id, f"unknown tool {name!r}")
-        else:
-            raw_input = part.get("input")
-            arguments: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
-            try:
-                async with _heartbeating():
-                    output = await definition.invoke(agent, arguments)
-                chunk = {
-                    "type": "tool-output-available",
-                    "toolCallId": call.tool_call_id,
-                    "output": output,
-                }
-            except Exception as error:  # noqa: BLE001 - a tool's failure is told to the model
-                chunk = _tool_error(call.tool_call_id, f"{type(error).__name__}: {error}")
+        if definition is not None and not definition.idempotent and activity.info().attempt > 1:
+            raise ApplicationError(
+                f"tool {name} is not idempotent and an earlier attempt may have run it; "
+                "the call will be reported to the model as interrupted",
+                type="NonIdempotentToolInterrupted",
+                non_retryable=True,
+            )
+        token = bind_stash(
+            functools.partial(save_stash, self._db, submission_id=call.submission_id)
+        )
+        try:
+            chunk = await self._invoke(agent, definition, name, part, call.tool_call_id)
+        finally:
+            unbind_stash(token)
         await append_chunks(
             self._db,
             message_id=call.assistant_message_id,
@@ -207,33 +329,80 @@ class TurnActivities:
         )
         self._bus.publish(call.assistant_message_id)
 
+    async def _invoke(
+        self,
+        agent: Agent,
+        definition: ToolDefinition | None,
+        name: str,
+        part: dict[str, Any],
+        tool_call_id: str,
+    ) -> Chunk:
+        if definition is None:
+            return _tool_error(tool_call_id, f"unknown tool {name!r}")
+        raw_input = part.get("input")
+        arguments: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
+        try:
+            async with _heartbeating():
+                output = await definition.invoke(agent, arguments)
+        except Exception as error:  # noqa: BLE001 - a tool's failure is told to the model
+            return _tool_error(tool_call_id, f"{type(error).__name__}: {error}")
+        return {"type": "tool-output-available", "toolCallId": tool_call_id, "output": output}
+
     @activity.defn(name=FINISH_TURN_ACTIVITY)
     async def finish_turn(self, turn: FinishTurnInput) -> None:
         message_id = turn.assistant_message_id
+        agent = self._agents.resolve(turn.agent) if turn.agent in self._agents.names() else None
+        terminal_message = (agent.recovery if agent else RecoveryPolicy()).terminal_message
         logged = await load_log(self._db, message_id=message_id)
-        closing = _closing_chunks(logged, turn)
+        closing = _closing_chunks(logged, turn, terminal_message)
+        stored = reduce_chunks(logged + closing)
+        if not turn.persist_partial:
+            stored.parts = settled_parts_only(stored.parts)
         following = await finish(
             self._db,
             submission_id=turn.submission_id,
-            outcome=turn.outcome,
+            outcome="error" if turn.exhausted else turn.outcome,
             closing=closing,
-            assistant=reduce_chunks(logged + closing),
+            assistant=stored,
             error=turn.error_text,
             attempt=activity.info().attempt,
         )
         self._bus.publish(message_id)
-        if closing:
-            agent = self._agents.resolve(turn.agent) if turn.agent in self._agents.names() else None
-            if agent is not None:
-                context = TurnContext(
-                    session_id=turn.session_id,
-                    submission_id=turn.submission_id,
-                    assistant_message_id=message_id,
-                    agent=agent.name,
-                )
-                await _run_hook("on_turn_end", lambda: agent.on_turn_end(context, turn.outcome))
+        if closing and agent is not None:
+            await self._after_turn(agent, turn, stored.text(), terminal_message)
         if following is not None:
             await self._admit(following)
+
+    async def _after_turn(
+        self, agent: Agent, turn: FinishTurnInput, partial_text: str, terminal_message: str
+    ) -> None:
+        """Once per turn: the exhaustion event and hook, then `on_turn_end`."""
+        if turn.exhausted:
+            await emit(
+                self._db,
+                session_id=turn.session_id,
+                submission_id=turn.submission_id,
+                type="chat.recovery.exhausted",
+                reason=turn.error_text,
+            )
+            incident = await load_incident(self._db, submission_id=turn.submission_id)
+            exhausted = ExhaustedContext(
+                incident_id=incident.incident_id if incident else turn.submission_id,
+                request_id=turn.submission_id,
+                stream_id=turn.assistant_message_id,
+                session_id=turn.session_id,
+                reason=turn.error_text or "recovery exhausted",
+                partial_text=partial_text,
+                terminal_message=terminal_message,
+            )
+            await _run_hook("on_exhausted", lambda: agent.on_exhausted(exhausted))
+        context = TurnContext(
+            session_id=turn.session_id,
+            submission_id=turn.submission_id,
+            assistant_message_id=turn.assistant_message_id,
+            agent=agent.name,
+        )
+        await _run_hook("on_turn_end", lambda: agent.on_turn_end(context, turn.outcome))
 
     async def _admit(self, submission: Submission) -> None:
         """Signal-with-start: the next turn runs even if its gateway never started it."""
@@ -254,6 +423,50 @@ class TurnActivities:
         )
 
 
+def _turn_context(step: ModelStepInput, agent: Agent) -> TurnContext:
+    return TurnContext(
+        session_id=step.session_id,
+        submission_id=step.submission_id,
+        assistant_message_id=step.assistant_message_id,
+        agent=agent.name,
+    )
+
+
+_REGENERATE_NOTICE: Chunk = {
+    "type": RECOVERY_NOTICE,
+    "data": {"action": "regenerate", "reason": "the provider refused to continue a prefill"},
+    "transient": True,
+}
+
+
+def _idempotent(tools: dict[str, ToolDefinition], name: str) -> bool:
+    return tools[name].idempotent if name in tools else True
+
+
+def _close_open_text(state: StepState) -> list[Chunk]:
+    return [{"type": "text-end", "id": state.open_text_id}] if state.open_text_id else []
+
+
+def _result_from_log(
+    state: StepState, tools: dict[str, ToolDefinition], agent: Agent, log_steps: int
+) -> ModelStepResult:
+    calls = [
+        ToolCallRef(
+            tool_call_id=part["toolCallId"],
+            tool_name=part["type"].removeprefix("tool-"),
+            idempotent=_idempotent(tools, part["type"].removeprefix("tool-")),
+        )
+        for part in state.current_parts
+        if is_tool_part(part) and part.get("state") == "input-available"
+    ]
+    return ModelStepResult(
+        finish_reason="tool-calls" if calls else "stop",
+        tool_calls=calls,
+        max_steps=agent.max_steps,
+        log_steps=log_steps,
+    )
+
+
 def _start_chunk(message_id: str, submission_id: str) -> Chunk:
     return {
         "type": "start",
@@ -266,7 +479,9 @@ def _tool_error(tool_call_id: str, text: str) -> Chunk:
     return {"type": "tool-output-error", "toolCallId": tool_call_id, "errorText": text}
 
 
-def _closing_chunks(logged: list[Chunk], turn: FinishTurnInput) -> list[Chunk]:
+def _closing_chunks(
+    logged: list[Chunk], turn: FinishTurnInput, terminal_message: str
+) -> list[Chunk]:
     """The chunks that end the log, unless an earlier attempt already ended it."""
     reduction = reduce_chunks(logged)
     if reduction.terminal is not None:
@@ -276,12 +491,21 @@ def _closing_chunks(logged: list[Chunk], turn: FinishTurnInput) -> list[Chunk]:
         closing.append(_start_chunk(turn.assistant_message_id, turn.submission_id))
     if reduction.open_text_id is not None:
         closing.append({"type": "text-end", "id": reduction.open_text_id})
-    terminal: dict[str, Any]
-    if turn.outcome == "completed":
-        terminal = {"type": "finish", "finishReason": turn.finish_reason or "stop"}
+    if reduction.step_open:
+        closing.append({"type": "finish-step"})
+    if turn.exhausted:
+        closing += [
+            {"type": "text-start", "id": "terminal"},
+            {"type": "text-delta", "id": "terminal", "delta": terminal_message},
+            {"type": "text-end", "id": "terminal"},
+            {"type": "error", "errorText": terminal_message},
+        ]
+    elif turn.outcome == "completed":
+        closing.append({"type": "finish", "finishReason": turn.finish_reason or "stop"})
     elif turn.outcome == "aborted":
-        terminal = {"type": "abort", "reason": "user-cancelled"}
+        closing.append({"type": "abort", "reason": "user-cancelled"})
+    elif turn.outcome == "skipped":
+        closing.append({"type": "abort", "reason": "skipped-by-recovery"})
     else:
-        terminal = {"type": "error", "errorText": turn.error_text or "The turn failed."}
-    closing.append(terminal)
+        closing.append({"type": "error", "errorText": turn.error_text or "The turn failed."})
     return closing

@@ -10,6 +10,7 @@ DEFAULT_TASK_QUEUE: Final = "perdure"
 
 TURN_WORKFLOW: Final = "TurnWorkflow"
 ADMIT_SIGNAL: Final = "admit"
+SKIP_SIGNAL: Final = "skip"
 
 MODEL_STEP_ACTIVITY: Final = "perdure.model_step"
 RUN_TOOL_ACTIVITY: Final = "perdure.run_tool"
@@ -18,3 +19,9 @@ FINISH_TURN_ACTIVITY: Final = "perdure.finish_turn"
 
 def turn_workflow_id(submission_id: str) -> str:
     return f"turn-{submission_id}"
+
+
+# ApplicationError types the workflow tells apart (also shown in the Temporal UI).
+RECOVERY_EXHAUSTED: Final = "RecoveryExhausted"
+RECOVERY_SKIPPED: Final = "RecoverySkipped"
+PROVIDER_STALLED: Final = "ProviderStalled"

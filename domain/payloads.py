@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-Outcome = Literal["completed", "aborted", "error"]
+Outcome = Literal["completed", "aborted", "error", "skipped"]
 
 
 class TurnInput(BaseModel):
@@ -31,6 +31,8 @@ class ModelStepInput(BaseModel):
     assistant_message_id: str
     agent: str
     step: int = Field(ge=0)
+    """Steps the log held when the workflow asked for this one; retries keep it, so an
+    attempt can tell a step an earlier attempt opened (or finished) from a new one."""
 
 
 class ToolCallRef(BaseModel):
@@ -43,6 +45,8 @@ class ModelStepResult(BaseModel):
     finish_reason: str
     tool_calls: list[ToolCallRef] = Field(default_factory=list)
     max_steps: int
+    log_steps: int
+    """Steps in the log afterwards (a repair may add one): the `step` of the next call."""
 
 
 class RunToolInput(BaseModel):
@@ -61,3 +65,8 @@ class FinishTurnInput(BaseModel):
     outcome: Outcome
     finish_reason: str | None = None
     error_text: str | None = Field(default=None, max_length=4000)
+    exhausted: bool = False
+    """Recovery gave up: end the answer with the agent's terminal message."""
+    persist_partial: bool = True
+    """False when `on_chat_recovery` declined to keep the partial text (settled tool results
+    are kept regardless)."""

@@ -21,6 +21,8 @@ class Reduction:
     finish_reason: str | None = None
     error_text: str | None = None
     steps: int = 0
+    step_open: bool = False
+    """The last `start-step` has no `finish-step` yet (an attempt was cut short)."""
     open_text_id: str | None = None
     """Chunk id of a text part the log left open (an interrupted attempt)."""
 
@@ -66,8 +68,10 @@ class _Reducer:
             self._merge_metadata(chunk)
         elif kind == "start-step":
             out.steps += 1
+            out.step_open = True
             out.parts.append({"type": "step-start"})
         elif kind == "finish-step":
+            out.step_open = False
             for part in self._open.values():
                 part["state"] = "done"
             self._open.clear()

@@ -16,8 +16,10 @@ from domain.ui import Chunk
 class StepChunker:
     """Stateful translator for one step; part ids are unique within the assistant message."""
 
-    def __init__(self, step: int, *, open_text_id: str | None = None) -> None:
-        self._step = step
+    def __init__(
+        self, step: int, *, attempt: int = 1, variant: str = "", open_text_id: str | None = None
+    ) -> None:
+        self._prefix = f"s{step}a{attempt}{variant}"
         self._counter = 0
         self._text_id = open_text_id
         """A text part left open by an interrupted attempt is continued, not reopened."""
@@ -28,7 +30,7 @@ class StepChunker:
 
     def _new_id(self, prefix: str) -> str:
         self._counter += 1
-        return f"s{self._step}-{prefix}{self._counter}"
+        return f"{self._prefix}-{prefix}{self._counter}"
 
     def _close_text(self) -> list[Chunk]:
         if self._text_id is None:

@@ -48,7 +48,8 @@ async def relay(
             continue
         timeout = RELIABLE_BUS_SAFETY_POLL if bus.reliable else poll_interval
         try:
-            await asyncio.wait_for(waiter.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await waiter.wait()
         except TimeoutError:
             if time.monotonic() - quiet_since >= KEEP_ALIVE_SECONDS:
                 yield ": keep-alive\n\n"

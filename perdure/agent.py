@@ -4,6 +4,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from domain.policy import RecoveryPolicy
+from domain.recovery_boot import RecoveryBoot
+from domain.repair import default_repair
+from perdure.recovery import (
+    ChatRecoveryContext,
+    ExhaustedContext,
+    RecoveryBootContext,
+    RecoveryOptions,
+)
 from perdure.tools import ToolDefinition, tool_definition
 
 
@@ -52,3 +60,21 @@ class Agent:
 
     async def on_turn_end(self, ctx: TurnContext, outcome: str) -> None:
         """Called once when the turn ends: `completed`, `aborted` or `error`."""
+
+    async def on_chat_recovery(self, ctx: ChatRecoveryContext) -> RecoveryOptions:
+        """Called before every recovery attempt. Return `RecoveryOptions(continue_=False)` to
+        stop cleanly instead; an exception here means the default (recover)."""
+        return RecoveryOptions()
+
+    async def on_exhausted(self, ctx: ExhaustedContext) -> None:
+        """Called once when recovery gives up; the answer ends with the terminal message."""
+
+    async def repair_interrupted_tool_part(self, part: dict[str, Any]) -> dict[str, Any]:
+        """Settle a tool part that never got a result (its call was interrupted). The default
+        records an error so the model knows, and the call is never silently re-run."""
+        return default_repair(part)
+
+    async def on_recovery_boot(self, ctx: RecoveryBootContext) -> RecoveryBoot:
+        """Choose what a recovered turn continues from, and which queued follow-ups run after
+        it and in what order (default: `ctx.default`)."""
+        return ctx.default

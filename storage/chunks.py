@@ -1,6 +1,9 @@
 """The chunk log: every UI chunk of an assistant message, in order, addressed by seq."""
 
-from sqlalchemy import func, insert, text
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, insert, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -8,17 +11,39 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from domain.ui import Chunk
 from storage.db import Database
 from storage.pg_listener import CHANNEL
-from storage.tables import ChunkRow
+from storage.tables import ChunkRow, Submission
 from storage.timing import now
 
 _MAX_SEQ_CONFLICT_RETRIES = 20
 
 
+@dataclass(frozen=True)
+class ProviderCursor:
+    submission_id: str
+    value: dict[str, Any]
+
+
 async def insert_chunks(
-    session: AsyncSession, *, message_id: str, chunks: list[Chunk], attempt: int, notify: bool
+    session: AsyncSession,
+    *,
+    message_id: str,
+    chunks: list[Chunk],
+    attempt: int,
+    notify: bool,
+    cursor: ProviderCursor | None = None,
 ) -> int:
-    """Append inside the caller's transaction and return the last seq."""
+    """Append inside the caller's transaction and return the last seq.
+
+    With `cursor`, the submission's provider cursor moves in the same transaction, so it never
+    points before or after what the log holds.
+    """
     connection = await session.connection()
+    if cursor is not None:
+        await connection.execute(
+            update(Submission)
+            .where(col(Submission.id) == cursor.submission_id)
+            .values(provider_cursor=cursor.value)
+        )
     last = (
         await connection.execute(
             select(func.max(ChunkRow.seq)).where(ChunkRow.message_id == message_id)
@@ -47,7 +72,14 @@ async def insert_chunks(
     return first + len(chunks) - 1
 
 
-async def append_chunks(db: Database, *, message_id: str, chunks: list[Chunk], attempt: int) -> int:
+async def append_chunks(
+    db: Database,
+    *,
+    message_id: str,
+    chunks: list[Chunk],
+    attempt: int,
+    cursor: ProviderCursor | None = None,
+) -> int:
     """Append in one transaction and return the last seq; safe against concurrent appenders."""
     if not chunks:
         raise ValueError("append_chunks needs at least one chunk")
@@ -60,6 +92,7 @@ async def append_chunks(db: Database, *, message_id: str, chunks: list[Chunk], a
                     chunks=chunks,
                     attempt=attempt,
                     notify=not db.is_sqlite,
+                    cursor=cursor,
                 )
         except IntegrityError:
             continue

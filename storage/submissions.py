@@ -276,3 +276,41 @@ async def finish(
         if chat.running_submission_id is not None:
             return await session.get(Submission, chat.running_submission_id)
         return None
+
+
+async def save_stash(db: Database, *, submission_id: str, data: object) -> None:
+    async with db.write() as session:
+        submission = await session.get(Submission, submission_id)
+        if submission is None:
+            raise LookupError(f"submission {submission_id} not found")
+        submission.stash = data
+        session.add(submission)
+
+
+async def queued_after(db: Database, *, session_id: str) -> list[Submission]:
+    """Submissions waiting behind the running one, oldest first."""
+    async with db.read() as session:
+        rows = await session.exec(
+            select(Submission)
+            .where(Submission.session_id == session_id, Submission.status == "pending")
+            .order_by(col(Submission.created_at))
+        )
+        return list(rows.all())
+
+
+async def reorder_queue(db: Database, *, session_id: str, keep: list[str]) -> None:
+    """Queued submissions in `keep` run in that order (a recovery-boot plan)."""
+    async with db.write() as session:
+        rows = (
+            await session.exec(
+                select(Submission).where(
+                    Submission.session_id == session_id, Submission.status == "pending"
+                )
+            )
+        ).all()
+        by_id = {row.id: row for row in rows}
+        kept = [i for i in keep if i in by_id]
+        slots = sorted(by_id[i].created_at for i in kept)
+        for slot, submission_id in zip(slots, kept, strict=True):
+            by_id[submission_id].created_at = slot
+            session.add(by_id[submission_id])

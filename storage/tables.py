@@ -55,6 +55,13 @@ class Submission(SQLModel, table=True):
     created_at: float
     started_at: float | None = None
     completed_at: float | None = None
+    stash: Any = Field(default=None, sa_column=Column(JSON, nullable=True))
+    """Data the turn saved with `perdure.stash()`, handed to recovery hooks."""
+    provider_cursor: dict[str, Any] | None = Field(
+        default=None, sa_column=Column(JSON, nullable=True)
+    )
+    """`{step, response_id, sequence_number}` of a resumable provider response, written with
+    the chunks it covers."""
 
 
 class ChunkRow(SQLModel, table=True):
@@ -76,3 +83,12 @@ class Event(SQLModel, table=True):
     type: str = Field(max_length=64)
     data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     created_at: float
+
+
+class IncidentRow(SQLModel, table=True):
+    __tablename__ = "incidents"
+
+    submission_id: str = Field(primary_key=True, max_length=64)
+    session_id: str = Field(max_length=200)
+    state: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    updated_at: float

@@ -17,11 +17,14 @@ TOOL_TIMEOUT = timedelta(minutes=10)
 FINISH_TIMEOUT = timedelta(seconds=30)
 
 MODEL_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=500),
+    initial_interval=timedelta(milliseconds=200),
     backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    maximum_attempts=8,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=0,
 )
+"""Unlimited here: every retry is a recovery attempt, and the model step itself ends the turn
+when the agent's RecoveryPolicy budget is spent (attempts without progress, no-progress time).
+A short first interval keeps recovery after a dead worker near the heartbeat timeout."""
 IDEMPOTENT_TOOL_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=500),
     maximum_interval=timedelta(seconds=30),

@@ -11,7 +11,10 @@ with workflow.unsafe.imports_passed_through():
         ADMIT_SIGNAL,
         FINISH_TURN_ACTIVITY,
         MODEL_STEP_ACTIVITY,
+        RECOVERY_EXHAUSTED,
+        RECOVERY_SKIPPED,
         RUN_TOOL_ACTIVITY,
+        SKIP_SIGNAL,
         TURN_WORKFLOW,
     )
     from domain.payloads import (
@@ -27,10 +30,15 @@ with workflow.unsafe.imports_passed_through():
     from workflows import _policies as policies
 
 
-def _describe(failure: ActivityError) -> str:
+def _root_cause(failure: ActivityError) -> BaseException | None:
     cause = failure.cause
     while isinstance(cause, ActivityError) and cause.cause is not None:
         cause = cause.cause
+    return cause
+
+
+def _describe(failure: ActivityError) -> str:
+    cause = _root_cause(failure)
     if isinstance(cause, ApplicationError):
         return cause.message
     return str(cause or failure)
@@ -40,36 +48,63 @@ def _cancelled(failure: ActivityError) -> bool:
     return isinstance(failure.cause, CancelledError)
 
 
+class _Ending:
+    """How the turn ends; filled in by whatever stops the agent loop."""
+
+    def __init__(self) -> None:
+        self.outcome: Outcome = "completed"
+        self.finish_reason: str | None = None
+        self.error_text: str | None = None
+        self.exhausted = False
+        self.persist_partial = True
+
+    def failed(self, failure: ActivityError) -> None:
+        if _cancelled(failure):
+            self.outcome = "aborted"
+            return
+        self.outcome, self.error_text = "error", _describe(failure)[:4000]
+        cause = _root_cause(failure)
+        if isinstance(cause, ApplicationError) and cause.type == RECOVERY_EXHAUSTED:
+            self.exhausted = True
+        elif isinstance(cause, ApplicationError) and cause.type == RECOVERY_SKIPPED:
+            details = cause.details[0] if cause.details else {}
+            self.persist_partial = bool(details.get("persist", True))
+
+
 @workflow.defn(name=TURN_WORKFLOW)
 class TurnWorkflow:
     def __init__(self) -> None:
         self._admitted = False
-        self._steps = 0
+        self._skipped = False
+        self._model_calls = 0
 
     @workflow.signal(name=ADMIT_SIGNAL)
     def admit(self) -> None:
         self._admitted = True
 
+    @workflow.signal(name=SKIP_SIGNAL)
+    def skip(self) -> None:
+        """A recovery-boot plan dropped this queued follow-up."""
+        self._skipped = True
+
     @workflow.query
-    def steps(self) -> int:
-        return self._steps
+    def model_calls(self) -> int:
+        return self._model_calls
 
     @workflow.run
     async def run(self, turn: TurnInput) -> TurnResult:
-        outcome: Outcome = "completed"
-        finish_reason: str | None = None
-        error_text: str | None = None
+        ending = _Ending()
         try:
             if not turn.admitted:
-                await workflow.wait_condition(lambda: self._admitted)
-            finish_reason = await self._agent_loop(turn)
-        except asyncio.CancelledError:
-            outcome = "aborted"
-        except ActivityError as failure:
-            if _cancelled(failure):
-                outcome = "aborted"
+                await workflow.wait_condition(lambda: self._admitted or self._skipped)
+            if self._skipped and not self._admitted:
+                ending.outcome = "skipped"
             else:
-                outcome, error_text = "error", _describe(failure)
+                ending.finish_reason = await self._agent_loop(turn)
+        except asyncio.CancelledError:
+            ending.outcome = "aborted"
+        except ActivityError as failure:
+            ending.failed(failure)
         await workflow.execute_activity(
             FINISH_TURN_ACTIVITY,
             FinishTurnInput(
@@ -77,19 +112,22 @@ class TurnWorkflow:
                 session_id=turn.session_id,
                 assistant_message_id=turn.assistant_message_id,
                 agent=turn.agent,
-                outcome=outcome,
-                finish_reason=finish_reason,
-                error_text=error_text[:4000] if error_text else None,
+                outcome=ending.outcome,
+                finish_reason=ending.finish_reason,
+                error_text=ending.error_text,
+                exhausted=ending.exhausted,
+                persist_partial=ending.persist_partial,
             ),
             start_to_close_timeout=policies.FINISH_TIMEOUT,
             retry_policy=policies.FINISH_RETRY,
-            summary=f"finish turn: {outcome}",
+            summary=f"finish turn: {'exhausted' if ending.exhausted else ending.outcome}",
         )
-        if outcome == "aborted":
+        if ending.outcome == "aborted":
             raise asyncio.CancelledError("stopped by the user")
-        return TurnResult(outcome=outcome, steps=self._steps)
+        return TurnResult(outcome=ending.outcome, steps=self._model_calls)
 
     async def _agent_loop(self, turn: TurnInput) -> str:
+        log_steps = 0
         while True:
             result: ModelStepResult = await workflow.execute_activity(
                 MODEL_STEP_ACTIVITY,
@@ -98,36 +136,43 @@ class TurnWorkflow:
                     session_id=turn.session_id,
                     assistant_message_id=turn.assistant_message_id,
                     agent=turn.agent,
-                    step=self._steps,
+                    step=log_steps,
                 ),
                 result_type=ModelStepResult,
                 start_to_close_timeout=policies.MODEL_STEP_TIMEOUT,
                 heartbeat_timeout=policies.HEARTBEAT_TIMEOUT,
                 retry_policy=policies.MODEL_RETRY,
                 cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=f"model step {self._steps}",
+                summary=f"model step {log_steps}",
             )
-            self._steps += 1
+            self._model_calls += 1
+            log_steps = result.log_steps
             if not result.tool_calls:
                 return result.finish_reason
             await asyncio.gather(*(self._run_tool(turn, call) for call in result.tool_calls))
-            if self._steps >= result.max_steps:
+            if self._model_calls >= result.max_steps:
                 return "tool-calls"
 
     async def _run_tool(self, turn: TurnInput, call: ToolCallRef) -> None:
         retry: RetryPolicy = policies.IDEMPOTENT_TOOL_RETRY if call.idempotent else policies.ONCE
-        await workflow.execute_activity(
-            RUN_TOOL_ACTIVITY,
-            RunToolInput(
-                submission_id=turn.submission_id,
-                session_id=turn.session_id,
-                assistant_message_id=turn.assistant_message_id,
-                agent=turn.agent,
-                tool_call_id=call.tool_call_id,
-            ),
-            start_to_close_timeout=policies.TOOL_TIMEOUT,
-            heartbeat_timeout=policies.HEARTBEAT_TIMEOUT,
-            retry_policy=retry,
-            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            summary=f"tool {call.tool_name}",
-        )
+        try:
+            await workflow.execute_activity(
+                RUN_TOOL_ACTIVITY,
+                RunToolInput(
+                    submission_id=turn.submission_id,
+                    session_id=turn.session_id,
+                    assistant_message_id=turn.assistant_message_id,
+                    agent=turn.agent,
+                    tool_call_id=call.tool_call_id,
+                ),
+                start_to_close_timeout=policies.TOOL_TIMEOUT,
+                heartbeat_timeout=policies.HEARTBEAT_TIMEOUT,
+                retry_policy=retry,
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=f"tool {call.tool_name}",
+            )
+        except ActivityError as failure:
+            if _cancelled(failure):
+                raise
+            # The next model step settles the call as interrupted and tells the model.
+            workflow.logger.warning("tool %s failed: %s", call.tool_name, _describe(failure))

@@ -9,9 +9,9 @@ def test_text_is_wrapped_in_start_and_end() -> None:
     chunks = chunker.feed(TextDelta(text="Hi")) + chunker.feed(Finish(reason="stop"))
 
     assert chunks == [
-        {"type": "text-start", "id": "s0-t1"},
-        {"type": "text-delta", "id": "s0-t1", "delta": "Hi"},
-        {"type": "text-end", "id": "s0-t1"},
+        {"type": "text-start", "id": "s0a1-t1"},
+        {"type": "text-delta", "id": "s0a1-t1", "delta": "Hi"},
+        {"type": "text-end", "id": "s0a1-t1"},
     ]
     assert chunker.finish == Finish(reason="stop")
 
@@ -33,16 +33,16 @@ def test_a_tool_call_closes_the_text_before_it() -> None:
         "tool-input-delta",
         "tool-input-available",
     ]
-    assert chunks[0]["id"] == "s2-t1"
+    assert chunks[0]["id"] == "s2a1-t1"
     assert [call.id for call in chunker.tool_calls] == ["c"]
 
 
 def test_a_continued_step_appends_to_the_open_text_part() -> None:
-    chunker = StepChunker(0, open_text_id="s0-t1")
+    chunker = StepChunker(0, attempt=2, open_text_id="s0a1-t1")
 
     chunks = chunker.feed(TextDelta(text=" 4"))
 
-    assert chunks == [{"type": "text-delta", "id": "s0-t1", "delta": " 4"}]
+    assert chunks == [{"type": "text-delta", "id": "s0a1-t1", "delta": " 4"}]
 
 
 def test_empty_deltas_produce_nothing() -> None:

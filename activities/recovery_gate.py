@@ -1,0 +1,249 @@
+"""The start of every retried model step: count the incident, ask the agent, or give up.
+
+Temporal's retry policy re-runs a failed or timed-out model step (a dead worker is noticed by
+its heartbeat timeout); this gate decides, from the incident record, whether the attempt may
+go on, and raises a non-retryable failure when the budget is spent or the agent declines.
+"""
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
+
+from activities.events import emit
+from domain.names import (
+    RECOVERY_EXHAUSTED,
+    RECOVERY_SKIPPED,
+    SKIP_SIGNAL,
+    TURN_WORKFLOW,
+    turn_workflow_id,
+)
+from domain.payloads import ModelStepInput, TurnInput
+from domain.recovery import (
+    Incident,
+    evaluate_incident,
+    progress_of,
+    recovery_kind,
+    recovery_notice,
+)
+from domain.recovery_boot import FollowUp, RecoveryBoot, default_boot
+from domain.reducer import Reduction
+from domain.ui import Chunk, UIMessage
+from perdure.agent import Agent
+from perdure.recovery import ChatRecoveryContext, RecoveryBootContext, RecoveryOptions
+from storage.db import Database
+from storage.incidents import load_incident, save_incident
+from storage.messages import active_path
+from storage.submissions import queued_after, reorder_queue
+from storage.tables import Submission
+from storage.timing import now
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RecoveryStart:
+    notice: Chunk
+    """The transient `data-recovery` chunk clients see."""
+    history: list[UIMessage] | None
+    """A conversation chosen by `on_recovery_boot`, replacing the active path."""
+
+
+class RecoveryGate:
+    def __init__(self, *, db: Database, client: Client, task_queue: str) -> None:
+        self._db = db
+        self._client = client
+        self._task_queue = task_queue
+
+    async def begin(
+        self,
+        agent: Agent,
+        step: ModelStepInput,
+        submission: Submission,
+        logged: list[Chunk],
+        reduction: Reduction,
+    ) -> RecoveryStart:
+        policy = agent.recovery
+        kind = recovery_kind(reduction)
+        decision = evaluate_incident(
+            await load_incident(self._db, submission_id=submission.id),
+            incident_id=f"{submission.id}:{submission.user_message_id}",
+            kind=kind,
+            progress=progress_of(logged),
+            now=now(),
+            policy=policy,
+        )
+        incident = decision.incident
+        await save_incident(
+            self._db,
+            submission_id=submission.id,
+            session_id=submission.session_id,
+            incident=incident,
+        )
+        ids = {"session_id": submission.session_id, "submission_id": submission.id}
+        if decision.detected:
+            await emit(
+                self._db,
+                **ids,
+                type="chat.recovery.detected",
+                incidentId=incident.incident_id,
+                kind=kind,
+            )
+        if decision.exhausted is not None:
+            raise ApplicationError(
+                f"recovery exhausted ({decision.exhausted}) after {incident.attempt - 1} attempts "
+                f"without progress",
+                {"reason": decision.exhausted, "incidentId": incident.incident_id},
+                type=RECOVERY_EXHAUSTED,
+                non_retryable=True,
+            )
+        await emit(
+            self._db,
+            **ids,
+            type="chat.recovery.attempt",
+            incidentId=incident.incident_id,
+            attempt=incident.attempt,
+            maxAttempts=policy.max_attempts,
+            kind=kind,
+        )
+        history = await active_path(self._db, session_id=submission.session_id)
+        options = await self._ask(agent, step, submission, reduction, history, incident)
+        if not options.continue_:
+            skipped = incident.model_copy(
+                update={"status": "skipped", "reason": "continue_disabled"}
+            )
+            await save_incident(
+                self._db,
+                submission_id=submission.id,
+                session_id=submission.session_id,
+                incident=skipped,
+            )
+            await emit(self._db, **ids, type="chat.recovery.skipped", reason="continue_disabled")
+            raise ApplicationError(
+                "recovery skipped: on_chat_recovery returned continue_=False",
+                {"persist": options.persist},
+                type=RECOVERY_SKIPPED,
+                non_retryable=True,
+            )
+        chosen = await self._boot(agent, submission, history, reduction, step)
+        return RecoveryStart(
+            notice=recovery_notice(incident, max_attempts=policy.max_attempts, action=kind),
+            history=chosen,
+        )
+
+    async def completed(self, submission: Submission) -> None:
+        incident = await load_incident(self._db, submission_id=submission.id)
+        if incident is None or incident.status != "attempting":
+            return
+        await save_incident(
+            self._db,
+            submission_id=submission.id,
+            session_id=submission.session_id,
+            incident=incident.model_copy(update={"status": "completed"}),
+        )
+        await emit(
+            self._db,
+            session_id=submission.session_id,
+            submission_id=submission.id,
+            type="chat.recovery.completed",
+            incidentId=incident.incident_id,
+            attempt=incident.attempt,
+        )
+
+    async def _ask(
+        self,
+        agent: Agent,
+        step: ModelStepInput,
+        submission: Submission,
+        reduction: Reduction,
+        history: list[UIMessage],
+        incident: Incident,
+    ) -> RecoveryOptions:
+        context = ChatRecoveryContext(
+            incident_id=incident.incident_id,
+            attempt=incident.attempt,
+            max_attempts=agent.recovery.max_attempts,
+            kind=incident.kind,
+            stream_id=step.assistant_message_id,
+            request_id=submission.id,
+            session_id=submission.session_id,
+            partial_text=reduction.text(),
+            partial_parts=[dict(part) for part in reduction.parts],
+            recovery_data=submission.stash,
+            messages=history,
+            last_body=dict(submission.user_message),
+            created_at=datetime.fromtimestamp(incident.first_seen_at, UTC),
+        )
+        try:
+            return await agent.on_chat_recovery(context)
+        except Exception:
+            log.exception("on_chat_recovery failed; recovering by default")
+            return RecoveryOptions()
+
+    async def _boot(
+        self,
+        agent: Agent,
+        submission: Submission,
+        history: list[UIMessage],
+        reduction: Reduction,
+        step: ModelStepInput,
+    ) -> list[UIMessage] | None:
+        queued = await queued_after(self._db, session_id=submission.session_id)
+        if not queued or not history:
+            return None
+        follow_ups = [
+            FollowUp(submission_id=q.id, message=UIMessage.model_validate(q.user_message))
+            for q in queued
+        ]
+        partial = (
+            UIMessage.model_validate(
+                {"id": step.assistant_message_id, "role": "assistant", "parts": reduction.parts}
+            )
+            if reduction.parts
+            else None
+        )
+        default = default_boot(history[:-1], history[-1], partial, follow_ups)
+        context = RecoveryBootContext(
+            session_id=submission.session_id,
+            request_id=submission.id,
+            default=default,
+            settled=history[:-1],
+            in_flight_user=history[-1],
+            partial=partial,
+            queued=follow_ups,
+        )
+        try:
+            plan = await agent.on_recovery_boot(context)
+        except Exception:
+            log.exception("on_recovery_boot failed; using the default chain")
+            plan = default
+        await self._apply_follow_ups(submission, queued, plan)
+        if plan.chain == default.chain:
+            return None
+        return [m for m in plan.chain if m.id != step.assistant_message_id]
+
+    async def _apply_follow_ups(
+        self, submission: Submission, queued: list[Submission], plan: RecoveryBoot
+    ) -> None:
+        keep = [i for i in plan.follow_ups if i in {q.id for q in queued}]
+        await reorder_queue(self._db, session_id=submission.session_id, keep=keep)
+        for row in queued:
+            if row.id in keep:
+                continue
+            # signal-with-start: skipped even if its gateway never started its workflow
+            await self._client.start_workflow(
+                TURN_WORKFLOW,
+                TurnInput(
+                    submission_id=row.id,
+                    session_id=row.session_id,
+                    assistant_message_id=row.assistant_message_id,
+                    agent=row.agent,
+                ),
+                id=turn_workflow_id(row.id),
+                task_queue=self._task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                start_signal=SKIP_SIGNAL,
+            )

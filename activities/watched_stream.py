@@ -1,0 +1,65 @@
+"""Stream one provider request into the log, aborting when the provider stalls."""
+
+import asyncio
+from dataclasses import dataclass
+
+from temporalio.exceptions import ApplicationError
+
+from activities.chunk_writer import ChunkWriter
+from activities.providers import ModelRequest, Provider
+from domain.names import PROVIDER_STALLED
+from domain.provider_events import ResponseCursor
+from domain.step_chunks import StepChunker
+from domain.ui import Chunk
+
+
+@dataclass(frozen=True)
+class StreamTarget:
+    writer: ChunkWriter
+    chunker: StepChunker
+    log_step: int
+    """Index of the step in the log, stored with a resumable provider's cursor."""
+
+
+class ProviderStalled(ApplicationError):
+    def __init__(self, label: str, seconds: float) -> None:
+        super().__init__(
+            f"{label} stalled: no chunk for {seconds:g} s; the stream was aborted",
+            type=PROVIDER_STALLED,
+        )
+
+
+async def stream_into_log(
+    provider: Provider, request: ModelRequest, target: StreamTarget, *, stall_timeout: float
+) -> None:
+    """Chunks of a resumable provider are held until the cursor that covers them arrives, so the
+    stored cursor never points before what the log holds (no duplicate on re-attach)."""
+    stream = provider.stream(request)
+    held: list[Chunk] = []
+    try:
+        while True:
+            try:
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+                # (a user's stop) that races with the next event arriving.
+                async with asyncio.timeout(stall_timeout):
+                    event = await anext(stream)
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                raise ProviderStalled(provider.label, stall_timeout) from None
+            chunks = target.chunker.feed(event)
+            if isinstance(event, ResponseCursor):
+                cursor = {
+                    "step": target.log_step,
+                    "response_id": event.response_id,
+                    "sequence_number": event.sequence_number,
+                }
+                target.writer.add(held + chunks, cursor=cursor)
+                held = []
+            elif provider.supports_resume:
+                held.extend(chunks)
+            else:
+                target.writer.add(chunks)
+        target.writer.add(held)
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]

@@ -1,0 +1,106 @@
+"""Recovery decisions, pure and clock-injected: retry or continue, and the incident budget."""
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from domain.policy import RecoveryPolicy
+from domain.reducer import Reduction
+from domain.ui import Chunk
+
+RecoveryKind = Literal["retry", "continue"]
+IncidentStatus = Literal["attempting", "completed", "skipped", "exhausted"]
+ExhaustionReason = Literal["no_progress_timeout", "max_attempts_exceeded"]
+
+RECOVERY_NOTICE = "data-recovery"
+"""Transient chunk type telling clients a recovery happened (not stored in the message)."""
+
+
+def recovery_kind(reduction: Reduction) -> RecoveryKind:
+    """`retry` when nothing of the answer was streamed: the user message is answered afresh
+    (it is never re-appended). Otherwise `continue` the same assistant message."""
+    streamed = [part for part in reduction.parts if part["type"] != "step-start"]
+    return "continue" if streamed else "retry"
+
+
+def progress_of(log: list[Chunk]) -> int:
+    """Chunks the model produced; recovery notices are not progress."""
+    return sum(1 for chunk in log if chunk.get("type") != RECOVERY_NOTICE)
+
+
+class Incident(BaseModel):
+    incident_id: str
+    kind: RecoveryKind
+    attempt: int
+    """Attempt within the budget: 1 on the first recovery, back to 1 after progress."""
+    progress: int
+    first_seen_at: float
+    last_attempt_at: float
+    last_progress_at: float
+    status: IncidentStatus = "attempting"
+    reason: str | None = None
+
+
+class IncidentDecision(BaseModel):
+    incident: Incident
+    detected: bool
+    """First sighting of this incident (emit `chat.recovery.detected`)."""
+    exhausted: ExhaustionReason | None = None
+
+
+def evaluate_incident(
+    existing: Incident | None,
+    *,
+    incident_id: str,
+    kind: RecoveryKind,
+    progress: int,
+    now: float,
+    policy: RecoveryPolicy,
+) -> IncidentDecision:
+    """Count a recovery attempt: attempts without progress count, progress resets them."""
+    fresh = existing is None or existing.status in ("completed", "skipped")
+    if fresh:
+        incident = Incident(
+            incident_id=incident_id,
+            kind=kind,
+            attempt=1,
+            progress=progress,
+            first_seen_at=now,
+            last_attempt_at=now,
+            last_progress_at=now,
+        )
+    else:
+        assert existing is not None
+        advanced = progress > existing.progress
+        incident = existing.model_copy(
+            update={
+                "kind": kind,
+                "attempt": 1 if advanced else existing.attempt + 1,
+                "progress": progress,
+                "last_attempt_at": now,
+                "last_progress_at": now if advanced else existing.last_progress_at,
+                "status": "attempting",
+            }
+        )
+    exhausted: ExhaustionReason | None = None
+    if now - incident.last_progress_at > policy.no_progress_timeout.total_seconds():
+        exhausted = "no_progress_timeout"
+    elif incident.attempt > policy.max_attempts:
+        exhausted = "max_attempts_exceeded"
+    if exhausted is not None:
+        incident = incident.model_copy(update={"status": "exhausted", "reason": exhausted})
+    return IncidentDecision(incident=incident, detected=fresh, exhausted=exhausted)
+
+
+def recovery_notice(incident: Incident, *, max_attempts: int, action: str) -> Chunk:
+    return {
+        "type": RECOVERY_NOTICE,
+        "data": {
+            "incidentId": incident.incident_id,
+            "attempt": incident.attempt,
+            "maxAttempts": max_attempts,
+            "kind": incident.kind,
+            "action": action,
+        },
+        "transient": True,
+    }

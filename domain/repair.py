@@ -1,0 +1,74 @@
+"""Transcript repair: tool calls that never got a result are settled as errors, not re-run."""
+
+from typing import Any
+
+from domain.reducer import Reduction
+from domain.ui import Chunk
+
+INTERRUPTED_TOOL_TEXT = "The tool call was interrupted before a result was recorded."
+SETTLED_TOOL_STATES = frozenset({"output-available", "output-error", "output-denied"})
+UNTOUCHED_TOOL_STATES = frozenset({"approval-requested", "approval-responded"})
+
+
+def is_tool_part(part: dict[str, Any]) -> bool:
+    part_type = str(part["type"])
+    return part_type.startswith("tool-") or part_type == "dynamic-tool"
+
+
+def unsettled_tool_parts(reduction: Reduction) -> list[dict[str, Any]]:
+    return [
+        part
+        for part in reduction.parts
+        if is_tool_part(part)
+        and part.get("state") not in SETTLED_TOOL_STATES | UNTOUCHED_TOOL_STATES
+    ]
+
+
+def default_repair(part: dict[str, Any]) -> dict[str, Any]:
+    raw = part.get("input")
+    return {
+        **part,
+        "input": raw if isinstance(raw, dict) else {},
+        "state": "output-error",
+        "errorText": INTERRUPTED_TOOL_TEXT,
+    }
+
+
+def repair_chunks(original: dict[str, Any], repaired: dict[str, Any]) -> list[Chunk]:
+    """The log entries that turn `original` into `repaired` (the log is append-only)."""
+    call_id = original["toolCallId"]
+    name = original["type"].removeprefix("tool-")
+    if original["type"] == "dynamic-tool":
+        name = str(original.get("toolName", "tool"))
+    chunks: list[Chunk] = []
+    if original.get("state") == "input-streaming":
+        chunks.append(
+            {
+                "type": "tool-input-available",
+                "toolCallId": call_id,
+                "toolName": name,
+                "input": repaired.get("input") if isinstance(repaired.get("input"), dict) else {},
+            }
+        )
+    if repaired.get("state") == "output-available":
+        chunks.append(
+            {
+                "type": "tool-output-available",
+                "toolCallId": call_id,
+                "output": repaired.get("output"),
+            }
+        )
+    else:
+        error = repaired.get("errorText") or INTERRUPTED_TOOL_TEXT
+        chunks.append({"type": "tool-output-error", "toolCallId": call_id, "errorText": str(error)})
+    return chunks
+
+
+def settled_parts_only(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What is kept when a partial answer is not persisted: settled tool work, never dropped."""
+    return [
+        part
+        for part in parts
+        if part["type"] == "step-start"
+        or (is_tool_part(part) and part.get("state") in SETTLED_TOOL_STATES)
+    ]
