@@ -1,7 +1,6 @@
 """The activities of a chat turn: one model step, one tool call, finishing the turn."""
 
 import asyncio
-import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -113,6 +112,12 @@ class TurnActivities:
         except UnknownAgent as error:
             raise ApplicationError(str(error), type="UnknownAgent", non_retryable=True) from error
 
+    def _stash_writer(self, submission_id: str) -> Callable[[Any], Awaitable[None]]:
+        async def write(data: Any) -> None:
+            await save_stash(self._db, submission_id=submission_id, data=data)
+
+        return write
+
     def _writer(self, message_id: str, submission_id: str) -> ChunkWriter:
         return ChunkWriter(
             self._db,
@@ -128,7 +133,7 @@ class TurnActivities:
         submission = await get_submission(self._db, step.submission_id)
         if submission is None:
             raise ApplicationError(f"submission {step.submission_id} is gone", non_retryable=True)
-        token = bind_stash(functools.partial(save_stash, self._db, submission_id=submission.id))
+        token = bind_stash(self._stash_writer(submission.id))
         try:
             return await self._model_step(agent, step, submission)
         finally:
@@ -314,9 +319,7 @@ class TurnActivities:
                 type="NonIdempotentToolInterrupted",
                 non_retryable=True,
             )
-        token = bind_stash(
-            functools.partial(save_stash, self._db, submission_id=call.submission_id)
-        )
+        token = bind_stash(self._stash_writer(call.submission_id))
         try:
             chunk = await self._invoke(agent, definition, name, part, call.tool_call_id)
         finally:
@@ -358,6 +361,10 @@ class TurnActivities:
         stored = reduce_chunks(logged + closing)
         if not turn.persist_partial:
             stored.parts = settled_parts_only(stored.parts)
+        if closing and turn.exhausted:
+            # Before the terminal answer is visible, as the seeds order it. At least once: a
+            # crash between here and the commit below calls it again on the retry.
+            await self._exhausted(agent, turn, reduce_chunks(logged).text(), terminal_message)
         following = await finish(
             self._db,
             submission_id=turn.submission_id,
@@ -369,40 +376,40 @@ class TurnActivities:
         )
         self._bus.publish(message_id)
         if closing and agent is not None:
-            await self._after_turn(agent, turn, stored.text(), terminal_message)
+            context = TurnContext(
+                session_id=turn.session_id,
+                submission_id=turn.submission_id,
+                assistant_message_id=message_id,
+                agent=agent.name,
+            )
+            await _run_hook("on_turn_end", lambda: agent.on_turn_end(context, turn.outcome))
         if following is not None:
             await self._admit(following)
 
-    async def _after_turn(
-        self, agent: Agent, turn: FinishTurnInput, partial_text: str, terminal_message: str
+    async def _exhausted(
+        self, agent: Agent | None, turn: FinishTurnInput, partial_text: str, terminal_message: str
     ) -> None:
-        """Once per turn: the exhaustion event and hook, then `on_turn_end`."""
-        if turn.exhausted:
-            await emit(
-                self._db,
-                session_id=turn.session_id,
-                submission_id=turn.submission_id,
-                type="chat.recovery.exhausted",
-                reason=turn.error_text,
-            )
-            incident = await load_incident(self._db, submission_id=turn.submission_id)
-            exhausted = ExhaustedContext(
-                incident_id=incident.incident_id if incident else turn.submission_id,
-                request_id=turn.submission_id,
-                stream_id=turn.assistant_message_id,
-                session_id=turn.session_id,
-                reason=turn.error_text or "recovery exhausted",
-                partial_text=partial_text,
-                terminal_message=terminal_message,
-            )
-            await _run_hook("on_exhausted", lambda: agent.on_exhausted(exhausted))
-        context = TurnContext(
+        incident = await load_incident(self._db, submission_id=turn.submission_id)
+        reason = turn.error_text or "recovery exhausted"
+        await emit(
+            self._db,
             session_id=turn.session_id,
             submission_id=turn.submission_id,
-            assistant_message_id=turn.assistant_message_id,
-            agent=agent.name,
+            type="chat.recovery.exhausted",
+            reason=reason,
         )
-        await _run_hook("on_turn_end", lambda: agent.on_turn_end(context, turn.outcome))
+        if agent is None:
+            return
+        context = ExhaustedContext(
+            incident_id=incident.incident_id if incident else turn.submission_id,
+            request_id=turn.submission_id,
+            stream_id=turn.assistant_message_id,
+            session_id=turn.session_id,
+            reason=reason,
+            partial_text=partial_text,
+            terminal_message=terminal_message,
+        )
+        await _run_hook("on_exhausted", lambda: agent.on_exhausted(context))
 
     async def _admit(self, submission: Submission) -> None:
         """Signal-with-start: the next turn runs even if its gateway never started it."""

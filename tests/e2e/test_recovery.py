@@ -1,0 +1,245 @@
+"""Durable recovery through the whole stack, with faults injected by the fake provider."""
+
+import asyncio
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests import agents
+from tests.e2e.chat_client import counting, read_stream, send
+from tests.e2e.test_chat_turn import later, new_session, wait_idle
+
+
+def unique(text: str) -> str:
+    """Fault budgets are counted per user text: keep every test's text its own."""
+    return f"{text} {uuid.uuid4().hex[:8]}"
+
+
+def notices(streamed: Any) -> list[dict[str, Any]]:
+    return [c for c in streamed.chunks if c["type"] == "data-recovery"]
+
+
+async def events_of(http: httpx.AsyncClient, session: str) -> list[str]:
+    return [e["type"] for e in (await http.get(f"/v1/sessions/{session}/events")).json()]
+
+
+async def stored_answer(http: httpx.AsyncClient, session: str) -> dict[str, Any]:
+    history = (await http.get(f"/api/chat/{session}/messages")).json()
+    assert [m["role"] for m in history].count("assistant") == 1
+    answer: dict[str, Any] = history[-1]
+    return answer
+
+
+def text_of(message: dict[str, Any]) -> str:
+    return "".join(p["text"] for p in message["parts"] if p["type"] == "text")
+
+
+async def test_a_dropped_provider_stream_continues_the_same_message_exactly(
+    http: httpx.AsyncClient, fake_provider
+) -> None:
+    session = new_session()
+    text = unique("@count 80 @delay 2 @disconnect_after 30")
+
+    streamed = await send(http, session, text)
+
+    assert streamed.text() == counting(80)
+    assert streamed.types()[-1] == "finish"
+    (notice,) = notices(streamed)
+    assert notice["transient"] is True
+    assert notice["data"]["attempt"] == 1
+    assert notice["data"]["maxAttempts"] == 3
+    assert notice["data"]["kind"] == "continue"
+    assert [c["messageId"] for c in streamed.chunks if c["type"] == "start"] == [
+        streamed.chunks[0]["messageId"]
+    ]
+    answer = await stored_answer(http, session)
+    assert text_of(answer) == counting(80)
+    assert len([p for p in answer["parts"] if p["type"] == "text"]) == 1
+    first, second = fake_provider.requests_for(text)
+    assert second.body["messages"][-1]["role"] == "assistant"  # the partial, as a prefill
+    assert await events_of(http, session) == [
+        "chat.recovery.detected",
+        "chat.recovery.attempt",
+        "chat.recovery.completed",
+    ]
+
+
+async def test_a_failure_before_any_text_retries_the_turn_without_a_second_user_message(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+
+    streamed = await send(http, session, unique("@count 10 @fail 503 x1"))
+
+    assert streamed.text() == counting(10)
+    assert notices(streamed)[0]["data"]["kind"] == "retry"
+    history = (await http.get(f"/api/chat/{session}/messages")).json()
+    assert [m["role"] for m in history] == ["user", "assistant"]
+
+
+async def test_a_stalled_provider_is_aborted_and_the_turn_recovers(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+
+    streamed = await send(http, session, unique("@count 40 @stall_after 12"))
+
+    assert streamed.text() == counting(40)
+    assert "chat.stream.stalled" in await events_of(http, session)
+
+
+@pytest.mark.parametrize("agent", ["anthropic", "responses"])
+async def test_every_provider_api_recovers_a_broken_stream_exactly(
+    http: httpx.AsyncClient, fake_provider, agent: str
+) -> None:
+    fault = "@midstream_error 25" if agent == "anthropic" else "@disconnect_after 25"
+    text = unique(f"@count 70 @delay 2 {fault}")
+
+    streamed = await send(http, new_session(), text, agent=agent)
+
+    assert streamed.text() == counting(70)
+    routes = [r.route for r in fake_provider.requests_for(text)]
+    if agent == "responses":
+        assert routes == ["responses", "responses.retrieve"]  # re-attached, not regenerated
+
+
+async def test_a_provider_that_refuses_prefill_regenerates_the_step(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+
+    streamed = await send(
+        http, session, unique("@count 50 @delay 2 @disconnect_after 20 @reject_prefill")
+    )
+
+    assert [n["data"].get("action") for n in notices(streamed)] == ["continue", "regenerate"]
+    answer = await stored_answer(http, session)
+    texts = [p["text"] for p in answer["parts"] if p["type"] == "text"]
+    assert texts[-1] == counting(50)
+    assert counting(50).startswith(texts[0])
+
+
+async def test_an_exhausted_budget_ends_with_the_terminal_message(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+    agents.exhausted_contexts.clear()
+
+    # 4 tokens, then a provider that never produces again: attempts make no progress
+    script = "@count 30 @stall_after 4 @stall_after 0 x100"
+    streamed = await send(http, session, unique(script), agent="observed")
+
+    terminal = "Sorry, I could not finish that answer."
+    assert streamed.done
+    assert streamed.types()[-1] == "error"
+    assert streamed.chunks[-1]["errorText"] == terminal
+    assert streamed.text() == counting(4) + terminal
+    assert len(agents.exhausted_contexts) == 1
+    assert agents.exhausted_contexts[0].partial_text.startswith(counting(4))
+    answer = await stored_answer(http, session)
+    assert answer["metadata"]["status"] == "error"
+    assert text_of(answer).endswith(terminal)
+    assert "chat.recovery.exhausted" in await events_of(http, session)
+    assert (await http.get(f"/v1/sessions/{session}")).json()["status"] == "idle"
+    assert (await http.get(f"/api/chat/{session}/stream")).status_code == 204
+    replay = await read_stream(http, "GET", f"/api/chat/{session}/stream?after=0")
+    assert replay.types()[-1] == "error"
+
+
+async def test_recovery_hooks_get_the_context_of_the_interrupted_turn(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+    agents.recovery_contexts.clear()
+    text = unique("@count 60 @delay 2 @disconnect_after 15")
+
+    await send(http, session, text, agent="observed", message_id="the-question")
+
+    (ctx,) = agents.recovery_contexts
+    assert ctx.attempt == 1
+    assert ctx.max_attempts == 2
+    assert ctx.kind == "continue"
+    assert ctx.session_id == session
+    assert counting(60).startswith(ctx.partial_text) and ctx.partial_text
+    assert any(p["type"] == "text" for p in ctx.partial_parts)
+    assert ctx.last_body["id"] == "the-question"
+    assert ctx.messages[-1].id == "the-question"
+    assert ctx.incident_id.endswith(":the-question")
+    assert ctx.recovery_data is None
+
+
+@pytest.mark.parametrize(("keep", "kept_text"), [(True, True), (False, False)])
+async def test_a_hook_that_declines_recovery_stops_cleanly(
+    http: httpx.AsyncClient, keep: bool, kept_text: bool
+) -> None:
+    session = new_session()
+    word = "keep" if keep else "drop"
+
+    streamed = await send(
+        http, session, unique(f"@count 60 @delay 2 @disconnect_after 15 {word}"), agent="quitter"
+    )
+
+    assert streamed.types()[-1] == "error"
+    assert "recovery skipped" in streamed.chunks[-1]["errorText"]
+    assert "chat.recovery.skipped" in await events_of(http, session)
+    answer = await stored_answer(http, session)
+    assert bool(text_of(answer)) is kept_text
+
+
+async def test_a_throwing_recovery_hook_falls_back_to_recovering(http: httpx.AsyncClient) -> None:
+    streamed = await send(
+        http, new_session(), unique("@count 40 @delay 2 @disconnect_after 10"), agent="broken-hook"
+    )
+
+    assert streamed.text() == counting(40)
+
+
+async def test_stashed_data_is_handed_to_the_recovery_hook(http: httpx.AsyncClient) -> None:
+    agents.recovery_contexts.clear()
+    # the tool-call step streams normally; the answer after it breaks after two words
+    text = unique('@tool remember {"note": "order 42"}\n@disconnect_after 1000 @disconnect_after 2')
+
+    await send(http, new_session(), text, agent="observed")
+
+    assert agents.recovery_contexts[-1].recovery_data == {"note": "order 42"}
+
+
+async def test_follow_ups_sent_during_a_recovery_run_afterwards_in_order(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+    first, second, third = await asyncio.gather(
+        send(http, session, unique("@count 60 @delay 5 @disconnect_after 20"), message_id="u1"),
+        later(0.1, send(http, session, "@count 3", message_id="u2")),
+        later(0.2, send(http, session, "@count 4", message_id="u3")),
+    )
+
+    assert first.text() == counting(60)
+    assert (second.text(), third.text()) == (counting(3), counting(4))
+    history = (await http.get(f"/api/chat/{session}/messages")).json()
+    assert [m["id"] for m in history if m["role"] == "user"] == ["u1", "u2", "u3"]
+
+
+async def test_a_recovery_boot_hook_can_drop_queued_follow_ups(http: httpx.AsyncClient) -> None:
+    session = new_session()
+    first, second, third = await asyncio.gather(
+        send(
+            http,
+            session,
+            unique("@count 60 @delay 5 @disconnect_after 20"),
+            message_id="u1",
+            agent="last-follow-up-only",
+        ),
+        later(0.1, send(http, session, "@count 3", message_id="u2")),
+        later(0.2, send(http, session, "@count 4", message_id="u3")),
+    )
+
+    assert first.text() == counting(60)
+    assert second.types()[-1] == "abort"
+    assert second.chunks[-1]["reason"] == "skipped-by-recovery"
+    assert third.text() == counting(4)
+    await wait_idle(http, session)
+    history = (await http.get(f"/api/chat/{session}/messages")).json()
+    assert [m["id"] for m in history if m["role"] == "user"] == ["u1", "u3"]
