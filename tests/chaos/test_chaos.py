@@ -1,0 +1,200 @@
+"""Chaos with real processes: a turn survives a killed worker, a killed gateway and a
+restarted Temporal server — the final text is exactly the full count, nothing is lost or
+duplicated in the store, and every stream resumes without a gap."""
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.cluster import Cluster, running_cluster
+from tests.databases import database_url
+from tests.e2e.chat_client import chat_body, counting, user_message
+from tests.fakeprovider.server import FakeProvider
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def cluster(
+    request: pytest.FixtureRequest, tmp_path: Path, fake_provider: FakeProvider
+) -> AsyncIterator[Cluster]:
+    with database_url(request.param, tmp_path) as url:
+        async with running_cluster(tmp_path, fake_provider, url) as running:
+            yield running
+
+
+class LiveStream:
+    """An SSE reader that records every event and can be told to drop its connection."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[int, dict[str, Any]]] = []
+        self.done = False
+
+    def text(self) -> str:
+        return "".join(c.get("delta", "") for _, c in self.events if c["type"] == "text-delta")
+
+    def deltas(self) -> int:
+        return sum(1 for _, c in self.events if c["type"] == "text-delta")
+
+    async def read(self, response: httpx.Response, stop_after_deltas: int | None = None) -> None:
+        event_id: int | None = None
+        async for line in response.aiter_lines():
+            if line.startswith("id: "):
+                event_id = int(line[4:])
+            elif line == "data: [DONE]":
+                self.done = True
+                return
+            elif line.startswith("data: "):
+                assert event_id is not None
+                self.events.append((event_id, json.loads(line[6:])))
+                if stop_after_deltas is not None and self.deltas() >= stop_after_deltas:
+                    return
+
+
+async def wait_until(predicate: Any, timeout: float = 30) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+async def stored(url: str, session: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        for _ in range(300):
+            info = (await http.get(f"/v1/sessions/{session}")).json()
+            if info["status"] == "idle":
+                break
+            await asyncio.sleep(0.05)
+        return (await http.get(f"/api/chat/{session}/messages")).json(), info
+
+
+def text_of(message: dict[str, Any]) -> str:
+    return "".join(p["text"] for p in message["parts"] if p["type"] == "text")
+
+
+async def test_a_worker_killed_mid_stream_is_replaced_and_the_answer_continues_exactly(
+    cluster: Cluster,
+) -> None:
+    async with cluster.temporal():
+        worker = cluster.worker()
+        url = await cluster.gateway()
+        session = f"kill-worker-{uuid.uuid4().hex[:6]}"
+        stream = LiveStream()
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            body = chat_body(session, user_message(f"@count 300 @delay 10 {session}"))
+            async with http.stream("POST", "/api/chat", json=body) as response:
+                reader = asyncio.create_task(stream.read(response))
+                await wait_until(lambda: stream.deltas() >= 40)
+                worker.kill()
+                killed_at = stream.deltas()
+                cluster.worker()
+                await asyncio.wait_for(reader, timeout=60)
+
+        assert stream.done, cluster.logs()
+        assert killed_at < 300
+        assert stream.text() == counting(300)
+        assert [seq for seq, _ in stream.events] == list(range(len(stream.events)))
+        recovery = [c for _, c in stream.events if c["type"] == "data-recovery"]
+        assert len(recovery) == 1
+        assert recovery[0]["data"]["kind"] == "continue"
+        messages, info = await stored(url, session)
+        assert [m["role"] for m in messages] == ["user", "assistant"]
+        assert text_of(messages[1]) == counting(300)
+        assert messages[1]["metadata"]["status"] == "completed"
+        assert info["status"] == "idle"
+
+
+async def test_a_killed_gateway_is_replaced_and_the_client_resumes_without_gap_or_duplicate(
+    cluster: Cluster,
+) -> None:
+    async with cluster.temporal():
+        cluster.worker()
+        first_url = await cluster.gateway()
+        first_gateway = cluster.last_gateway
+        session = f"kill-gateway-{uuid.uuid4().hex[:6]}"
+        before = LiveStream()
+        async with httpx.AsyncClient(base_url=first_url, timeout=60) as http:
+            body = chat_body(session, user_message(f"@count 200 @delay 10 {session}"))
+            async with http.stream("POST", "/api/chat", json=body) as response:
+                reader = asyncio.create_task(before.read(response))
+                await wait_until(lambda: before.deltas() >= 30)
+                first_gateway.kill()
+                with pytest.raises(httpx.HTTPError):
+                    await asyncio.wait_for(reader, timeout=10)
+        last_seen = before.events[-1][0]
+
+        second_url = await cluster.gateway()
+        after = LiveStream()
+        async with httpx.AsyncClient(base_url=second_url, timeout=60) as http:
+            headers = {"Last-Event-ID": str(last_seen)}
+            async with http.stream(
+                "GET", f"/api/chat/{session}/stream", headers=headers
+            ) as response:
+                assert response.status_code == 200
+                await after.read(response)
+
+        ids = [seq for seq, _ in before.events + after.events]
+        assert ids == list(range(len(ids)))
+        assert before.text() + after.text() == counting(200)
+        assert after.done
+
+
+async def test_running_turns_finish_after_the_temporal_server_restarts(
+    cluster: Cluster,
+) -> None:
+    session = f"restart-temporal-{uuid.uuid4().hex[:6]}"
+    stream = LiveStream()
+    async with cluster.temporal():
+        cluster.worker()
+        url = await cluster.gateway()
+        http = httpx.AsyncClient(base_url=url, timeout=90)
+        body = chat_body(session, user_message(f"@count 300 @delay 10 {session}"))
+        response = await http.send(http.build_request("POST", "/api/chat", json=body), stream=True)
+        reader = asyncio.create_task(stream.read(response))
+        await wait_until(lambda: stream.deltas() >= 30)
+    # the dev server is down here; it comes back on the same SQLite file and port
+    async with cluster.temporal():
+        await asyncio.wait_for(reader, timeout=90)
+        await response.aclose()
+        await http.aclose()
+        messages, info = await stored(url, session)
+
+    assert stream.done, cluster.logs()
+    assert stream.text() == counting(300)
+    assert text_of(messages[1]) == counting(300)
+    assert info["status"] == "idle"
+
+
+async def test_an_interrupted_non_idempotent_tool_is_never_run_twice(cluster: Cluster) -> None:
+    async with cluster.temporal():
+        worker = cluster.worker(PERDURE_TEST_TOOL_SECONDS="30")
+        url = await cluster.gateway()
+        session = f"kill-tool-{uuid.uuid4().hex[:6]}"
+        stream = LiveStream()
+        async with httpx.AsyncClient(base_url=url, timeout=90) as http:
+            body = chat_body(
+                session, user_message(f'@tool slow_refund {{"order_id": "{session}"}}')
+            )
+            async with http.stream("POST", "/api/chat", json=body) as response:
+                reader = asyncio.create_task(stream.read(response))
+                await wait_until(lambda: cluster.tool_runs() == [session])
+                worker.kill()
+                cluster.worker(PERDURE_TEST_TOOL_SECONDS="30")
+                await asyncio.wait_for(reader, timeout=90)
+
+        assert cluster.tool_runs() == [session]
+        errors = [c for _, c in stream.events if c["type"] == "tool-output-error"]
+        assert [e["errorText"] for e in errors] == [
+            "The tool call was interrupted before a result was recorded."
+        ]
+        # the model was told, and answered from the error instead of re-running the tool
+        assert "The tool call was interrupted" in stream.text()
+        messages, info = await stored(url, session)
+        (tool_part,) = [p for p in messages[1]["parts"] if p["type"] == "tool-slow_refund"]
+        assert tool_part["state"] == "output-error"
+        assert info["status"] == "idle"
