@@ -1,10 +1,16 @@
 """A Perdure cluster of real processes for chaos tests: a Temporal dev server on a SQLite file,
 `perdure worker`s and `perdure gateway`s sharing one store, the fake provider."""
 
+import asyncio
 import contextlib
+import json
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from perdure.temporal_dev import dev_server
 from tests.fakeprovider.server import FakeProvider
@@ -76,3 +82,42 @@ async def running_cluster(
         yield cluster
     finally:
         cluster.stop()
+
+
+class LiveStream:
+    """An SSE reader that records every event and can be told to drop its connection."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[int, dict[str, Any]]] = []
+        self.received_at: list[float] = []
+        """`time.monotonic()` of each event, for benchmarks."""
+        self.done = False
+
+    def text(self) -> str:
+        return "".join(c.get("delta", "") for _, c in self.events if c["type"] == "text-delta")
+
+    def deltas(self) -> int:
+        return sum(1 for _, c in self.events if c["type"] == "text-delta")
+
+    async def read(self, response: httpx.Response, stop_after_deltas: int | None = None) -> None:
+        event_id: int | None = None
+        async for line in response.aiter_lines():
+            if line.startswith("id: "):
+                event_id = int(line[4:])
+            elif line == "data: [DONE]":
+                self.done = True
+                return
+            elif line.startswith("data: "):
+                assert event_id is not None
+                self.events.append((event_id, json.loads(line[6:])))
+                self.received_at.append(time.monotonic())
+                if stop_after_deltas is not None and self.deltas() >= stop_after_deltas:
+                    return
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)

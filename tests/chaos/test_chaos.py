@@ -3,7 +3,6 @@ restarted Temporal server — the final text is exactly the full count, nothing 
 duplicated in the store, and every stream resumes without a gap."""
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.cluster import Cluster, running_cluster
+from tests.cluster import Cluster, LiveStream, running_cluster, wait_until
 from tests.databases import database_url
 from tests.e2e.chat_client import chat_body, counting, user_message
 from tests.fakeprovider.server import FakeProvider
@@ -25,42 +24,6 @@ async def cluster(
     with database_url(request.param, tmp_path) as url:
         async with running_cluster(tmp_path, fake_provider, url) as running:
             yield running
-
-
-class LiveStream:
-    """An SSE reader that records every event and can be told to drop its connection."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[int, dict[str, Any]]] = []
-        self.done = False
-
-    def text(self) -> str:
-        return "".join(c.get("delta", "") for _, c in self.events if c["type"] == "text-delta")
-
-    def deltas(self) -> int:
-        return sum(1 for _, c in self.events if c["type"] == "text-delta")
-
-    async def read(self, response: httpx.Response, stop_after_deltas: int | None = None) -> None:
-        event_id: int | None = None
-        async for line in response.aiter_lines():
-            if line.startswith("id: "):
-                event_id = int(line[4:])
-            elif line == "data: [DONE]":
-                self.done = True
-                return
-            elif line.startswith("data: "):
-                assert event_id is not None
-                self.events.append((event_id, json.loads(line[6:])))
-                if stop_after_deltas is not None and self.deltas() >= stop_after_deltas:
-                    return
-
-
-async def wait_until(predicate: Any, timeout: float = 30) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 async def stored(url: str, session: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
