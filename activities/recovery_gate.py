@@ -29,7 +29,7 @@ from domain.recovery import (
     recovery_kind,
     recovery_notice,
 )
-from domain.recovery_boot import FollowUp, RecoveryBoot, default_boot
+from domain.recovery_boot import FollowUp, RecoveryBoot, default_boot, skipped_follow_ups
 from domain.reducer import Reduction
 from domain.ui import Chunk, UIMessage
 from perdure.agent import Agent
@@ -228,10 +228,15 @@ class RecoveryGate:
     async def _apply_follow_ups(
         self, submission: Submission, queued: list[Submission], plan: RecoveryBoot
     ) -> None:
+        follow_ups = [
+            FollowUp(submission_id=q.id, message=UIMessage.model_validate(q.user_message))
+            for q in queued
+        ]
+        skipped = set(skipped_follow_ups(follow_ups, plan))
         keep = [i for i in plan.follow_ups if i in {q.id for q in queued}]
         await reorder_queue(self._db, session_id=submission.session_id, keep=keep)
         for row in queued:
-            if row.id in keep:
+            if row.id not in skipped:
                 continue
             # signal-with-start: skipped even if its gateway never started its workflow
             await self._client.start_workflow(

@@ -38,6 +38,8 @@ class Recovery:
     attempt_started: float
     """SIGKILL → the retried model step began on the fresh worker (its recovery event)."""
     generated_twice: int
+    finished: float
+    """SIGKILL → the stream's last chunk (the turn's end, after the rest of the answer)."""
 
 
 async def one_recovery(cluster: Cluster, url: str, fake: FakeProvider) -> Recovery:
@@ -70,7 +72,8 @@ async def one_recovery(cluster: Cluster, url: str, fake: FakeProvider) -> Recove
         events = (await http.get(f"/v1/sessions/{session}/events")).json()
     detected = next(e for e in events if e["type"] == "chat.recovery.detected")
     attempt_started = datetime.fromisoformat(detected["created_at"]).timestamp() - killed_wall
-    return Recovery(recovery_seconds, attempt_started, generated_twice)
+    finished = stream.received_at[-1] - killed_at
+    return Recovery(recovery_seconds, attempt_started, generated_twice, finished)
 
 
 def row(label: str, values: list[float], digits: int) -> str:
@@ -95,8 +98,8 @@ async def main() -> None:
                     runs.append(result)
                     print(
                         f"run {number}: recovered in {result.seconds:.2f} s (attempt started "
-                        f"after {result.attempt_started:.2f} s), {result.generated_twice} deltas "
-                        "generated twice",
+                        f"after {result.attempt_started:.2f} s, turn ended after "
+                        f"{result.finished:.2f} s), {result.generated_twice} deltas generated twice",
                         flush=True,
                     )
     twice = [float(r.generated_twice) for r in runs]

@@ -87,6 +87,10 @@ def build_worker(services: Services, agents: AgentRegistry) -> Worker:
         max_heartbeat_throttle_interval=timedelta(milliseconds=500),
         default_heartbeat_throttle_interval=timedelta(milliseconds=500),
         max_concurrent_activities=200,
+        # A workflow task waits this long on a dead worker's sticky queue before any worker
+        # may take it. Turn histories are O(steps) and replay in milliseconds, so a short wait
+        # costs nothing and a turn recovered from a killed worker is not held up 10 s.
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
         workflow_runner=SandboxedWorkflowRunner(
             # domain is pure pydantic models and functions; sharing it avoids re-importing
             # pydantic in every workflow sandbox.
