@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NODE_STAMP := tests/node/node_modules/.installed
 
-.PHONY: run install test test-unit lint typecheck fmt bench worker gateway clean
+.PHONY: run install test test-unit lint typecheck fmt bench bench-recovery worker gateway clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,9 @@ typecheck: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.latency
+
+bench-recovery: $(STAMP)
+	$(BIN)/python -m bench.recovery
 
 clean:
 	rm -rf $(VENV) .perdure tests/node/node_modules

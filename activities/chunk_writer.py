@@ -6,7 +6,6 @@ batches as large as the store needs to keep up.
 """
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 from domain.ui import Chunk
@@ -24,20 +23,17 @@ class ChunkWriter:
         message_id: str,
         attempt: int,
         submission_id: str,
-        on_flush: Callable[[int], None] | None = None,
     ) -> None:
         self._db = db
         self._bus = bus
         self._message_id = message_id
         self._attempt = attempt
-        self._on_flush = on_flush
         self._submission_id = submission_id
         self._buffer: list[Chunk] = []
         self._cursor: dict[str, Any] | None = None
         self._drain_task: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
         self.last_seq = -1
-        self.written = 0
 
     def add(self, chunks: list[Chunk], *, cursor: dict[str, Any] | None = None) -> None:
         """Buffer chunks; `cursor` is where a resumable provider response stands after them,
@@ -66,10 +62,7 @@ class ChunkWriter:
                     attempt=self._attempt,
                     cursor=ProviderCursor(self._submission_id, cursor) if cursor else None,
                 )
-                self.written += len(batch)
                 self._bus.publish(self._message_id)
-                if self._on_flush is not None:
-                    self._on_flush(self.last_seq)
         except BaseException as error:
             self._failure = error
             raise

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 
 from activities.events import emit
@@ -18,10 +17,8 @@ from domain.names import (
     RECOVERY_EXHAUSTED,
     RECOVERY_SKIPPED,
     SKIP_SIGNAL,
-    TURN_WORKFLOW,
-    turn_workflow_id,
 )
-from domain.payloads import ModelStepInput, TurnInput
+from domain.payloads import ModelStepInput
 from domain.recovery import (
     Incident,
     evaluate_incident,
@@ -34,6 +31,7 @@ from domain.reducer import Reduction
 from domain.ui import Chunk, UIMessage
 from perdure.agent import Agent
 from perdure.recovery import ChatRecoveryContext, RecoveryBootContext, RecoveryOptions
+from perdure.turn_client import signal_turn
 from storage.db import Database
 from storage.incidents import load_incident, save_incident
 from storage.messages import active_path
@@ -238,17 +236,4 @@ class RecoveryGate:
         for row in queued:
             if row.id not in skipped:
                 continue
-            # signal-with-start: skipped even if its gateway never started its workflow
-            await self._client.start_workflow(
-                TURN_WORKFLOW,
-                TurnInput(
-                    submission_id=row.id,
-                    session_id=row.session_id,
-                    assistant_message_id=row.assistant_message_id,
-                    agent=row.agent,
-                ),
-                id=turn_workflow_id(row.id),
-                task_queue=self._task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                start_signal=SKIP_SIGNAL,
-            )
+            await signal_turn(self._client, row, task_queue=self._task_queue, signal=SKIP_SIGNAL)

@@ -1,17 +1,14 @@
 """The activities of a chat turn: one model step, one tool call, finishing the turn."""
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from datetime import timedelta
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 
+from activities._support import heartbeating, run_hook
 from activities.chunk_writer import ChunkWriter
 from activities.errors import provider_failure
 from activities.events import emit
@@ -26,8 +23,6 @@ from domain.names import (
     FINISH_TURN_ACTIVITY,
     MODEL_STEP_ACTIVITY,
     RUN_TOOL_ACTIVITY,
-    TURN_WORKFLOW,
-    turn_workflow_id,
 )
 from domain.payloads import (
     FinishTurnInput,
@@ -35,18 +30,24 @@ from domain.payloads import (
     ModelStepResult,
     RunToolInput,
     ToolCallRef,
-    TurnInput,
 )
 from domain.policy import RecoveryPolicy
-from domain.recovery import RECOVERY_NOTICE
 from domain.reducer import reduce_chunks
-from domain.repair import SETTLED_TOOL_STATES, is_tool_part, settled_parts_only
+from domain.repair import SETTLED_TOOL_STATES, settled_parts_only
 from domain.step_chunks import StepChunker
+from domain.turn_chunks import (
+    close_open_text,
+    closing_chunks,
+    pending_tool_calls,
+    start_chunk,
+    tool_error_chunk,
+)
 from domain.ui import Chunk, UIMessage
 from perdure.agent import Agent, TurnContext
 from perdure.agents_registry import AgentRegistry, UnknownAgent
 from perdure.recovery import ExhaustedContext, bind_stash, unbind_stash
 from perdure.tools import ToolDefinition
+from perdure.turn_client import signal_turn
 from storage.bus import ChunkBus
 from storage.chunks import append_chunks, load_log
 from storage.db import Database
@@ -56,33 +57,6 @@ from storage.submissions import finish, get_submission, save_stash
 from storage.tables import Submission
 
 log = logging.getLogger(__name__)
-
-HEARTBEAT_EVERY = 1.0
-"""Seconds between liveness heartbeats while a provider or a tool is quiet."""
-
-
-@asynccontextmanager
-async def _heartbeating() -> AsyncIterator[None]:
-    """Keep heartbeating while the body waits, so a live worker is never taken for dead and
-    cancellation (delivered with heartbeat responses) reaches the activity promptly."""
-
-    async def beat() -> None:
-        while True:
-            activity.heartbeat()
-            await asyncio.sleep(HEARTBEAT_EVERY)
-
-    task = asyncio.create_task(beat())
-    try:
-        yield
-    finally:
-        task.cancel()
-
-
-async def _run_hook(name: str, hook: Callable[[], Awaitable[None]]) -> None:
-    try:
-        await hook()
-    except Exception:
-        log.exception("agent hook %s failed; the turn goes on", name)
 
 
 class TurnActivities:
@@ -164,8 +138,8 @@ class TurnActivities:
             add([start.notice])
             history = start.history
         if not any(chunk.get("type") == "start" for chunk in log_so_far):
-            add([_start_chunk(step.assistant_message_id, step.submission_id)])
-            await _run_hook("on_turn_start", lambda: agent.on_turn_start(context))
+            add([start_chunk(step.assistant_message_id, step.submission_id)])
+            await run_hook("on_turn_start", lambda: agent.on_turn_start(context))
         add(
             await repair_transcript(
                 agent,
@@ -180,10 +154,19 @@ class TurnActivities:
         if state.finished:
             # An earlier attempt streamed the whole step and died before returning it.
             await writer.flush()
-            return _result_from_log(state, tools, agent, reduce_chunks(log_so_far).steps)
+            calls = [
+                ToolCallRef(tool_call_id=i, tool_name=n, idempotent=_idempotent(tools, n))
+                for i, n in pending_tool_calls(state)
+            ]
+            return ModelStepResult(
+                finish_reason="tool-calls" if calls else "stop",
+                tool_calls=calls,
+                max_steps=agent.max_steps,
+                log_steps=reduce_chunks(log_so_far).steps,
+            )
         if state.started and state.has_tool_calls:
             # Its tool calls were settled above; the model goes on in a fresh step.
-            add(_close_open_text(state) + [{"type": "finish-step"}, {"type": "start-step"}])
+            add(close_open_text(state) + [{"type": "finish-step"}, {"type": "start-step"}])
             state = step_state(reduce_chunks(log_so_far), step.step)
         elif not state.started:
             add([{"type": "start-step"}])
@@ -259,7 +242,7 @@ class TurnActivities:
         while True:
             target = StreamTarget(writer=writer, chunker=chunker, log_step=log_step)
             try:
-                async with _heartbeating():
+                async with heartbeating():
                     await stream_into_log(provider, request, target, stall_timeout=stall)
                 return chunker
             except ProviderStalled:
@@ -341,14 +324,14 @@ class TurnActivities:
         tool_call_id: str,
     ) -> Chunk:
         if definition is None:
-            return _tool_error(tool_call_id, f"unknown tool {name!r}")
+            return tool_error_chunk(tool_call_id, f"unknown tool {name!r}")
         raw_input = part.get("input")
         arguments: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
         try:
-            async with _heartbeating():
+            async with heartbeating():
                 output = await definition.invoke(agent, arguments)
         except Exception as error:  # noqa: BLE001 - a tool's failure is told to the model
-            return _tool_error(tool_call_id, f"{type(error).__name__}: {error}")
+            return tool_error_chunk(tool_call_id, f"{type(error).__name__}: {error}")
         return {"type": "tool-output-available", "toolCallId": tool_call_id, "output": output}
 
     @activity.defn(name=FINISH_TURN_ACTIVITY)
@@ -357,7 +340,7 @@ class TurnActivities:
         agent = self._agents.resolve(turn.agent) if turn.agent in self._agents.names() else None
         terminal_message = (agent.recovery if agent else RecoveryPolicy()).terminal_message
         logged = await load_log(self._db, message_id=message_id)
-        closing = _closing_chunks(logged, turn, terminal_message)
+        closing = closing_chunks(logged, turn, terminal_message)
         stored = reduce_chunks(logged + closing)
         if not turn.persist_partial:
             stored.parts = settled_parts_only(stored.parts)
@@ -382,7 +365,7 @@ class TurnActivities:
                 assistant_message_id=message_id,
                 agent=agent.name,
             )
-            await _run_hook("on_turn_end", lambda: agent.on_turn_end(context, turn.outcome))
+            await run_hook("on_turn_end", lambda: agent.on_turn_end(context, turn.outcome))
         if following is not None:
             await self._admit(following)
 
@@ -409,24 +392,11 @@ class TurnActivities:
             partial_text=partial_text,
             terminal_message=terminal_message,
         )
-        await _run_hook("on_exhausted", lambda: agent.on_exhausted(context))
+        await run_hook("on_exhausted", lambda: agent.on_exhausted(context))
 
     async def _admit(self, submission: Submission) -> None:
-        """Signal-with-start: the next turn runs even if its gateway never started it."""
-        await self._client.start_workflow(
-            TURN_WORKFLOW,
-            TurnInput(
-                submission_id=submission.id,
-                session_id=submission.session_id,
-                assistant_message_id=submission.assistant_message_id,
-                agent=submission.agent,
-            ),
-            id=turn_workflow_id(submission.id),
-            task_queue=self._task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            start_signal=ADMIT_SIGNAL,
-            memo={"session_id": submission.session_id},
-            run_timeout=timedelta(days=7),
+        await signal_turn(
+            self._client, submission, task_queue=self._task_queue, signal=ADMIT_SIGNAL
         )
 
 
@@ -439,80 +409,5 @@ def _turn_context(step: ModelStepInput, agent: Agent) -> TurnContext:
     )
 
 
-_REGENERATE_NOTICE: Chunk = {
-    "type": RECOVERY_NOTICE,
-    "data": {"action": "regenerate", "reason": "the provider refused to continue a prefill"},
-    "transient": True,
-}
-
-
 def _idempotent(tools: dict[str, ToolDefinition], name: str) -> bool:
     return tools[name].idempotent if name in tools else True
-
-
-def _close_open_text(state: StepState) -> list[Chunk]:
-    return [{"type": "text-end", "id": state.open_text_id}] if state.open_text_id else []
-
-
-def _result_from_log(
-    state: StepState, tools: dict[str, ToolDefinition], agent: Agent, log_steps: int
-) -> ModelStepResult:
-    calls = [
-        ToolCallRef(
-            tool_call_id=part["toolCallId"],
-            tool_name=part["type"].removeprefix("tool-"),
-            idempotent=_idempotent(tools, part["type"].removeprefix("tool-")),
-        )
-        for part in state.current_parts
-        if is_tool_part(part) and part.get("state") == "input-available"
-    ]
-    return ModelStepResult(
-        finish_reason="tool-calls" if calls else "stop",
-        tool_calls=calls,
-        max_steps=agent.max_steps,
-        log_steps=log_steps,
-    )
-
-
-def _start_chunk(message_id: str, submission_id: str) -> Chunk:
-    return {
-        "type": "start",
-        "messageId": message_id,
-        "messageMetadata": {"submissionId": submission_id},
-    }
-
-
-def _tool_error(tool_call_id: str, text: str) -> Chunk:
-    return {"type": "tool-output-error", "toolCallId": tool_call_id, "errorText": text}
-
-
-def _closing_chunks(
-    logged: list[Chunk], turn: FinishTurnInput, terminal_message: str
-) -> list[Chunk]:
-    """The chunks that end the log, unless an earlier attempt already ended it."""
-    reduction = reduce_chunks(logged)
-    if reduction.terminal is not None:
-        return []
-    closing: list[Chunk] = []
-    if not logged:
-        closing.append(_start_chunk(turn.assistant_message_id, turn.submission_id))
-    if reduction.open_text_id is not None:
-        closing.append({"type": "text-end", "id": reduction.open_text_id})
-    if reduction.step_open:
-        closing.append({"type": "finish-step"})
-    if turn.exhausted:
-        closing += [
-            {"type": "text-start", "id": "terminal"},
-            {"type": "text-delta", "id": "terminal", "delta": terminal_message},
-            {"type": "text-end", "id": "terminal"},
-            {"type": "error", "errorText": terminal_message},
-        ]
-    elif turn.outcome == "completed":
-        closing.append({"type": "finish", "finishReason": turn.finish_reason or "stop"})
-    elif turn.outcome == "aborted":
-        closing.append({"type": "abort", "reason": "user-cancelled"})
-    elif turn.outcome == "skipped":
-        closing.append({"type": "abort", "reason": "skipped-by-recovery"})
-    else:
-        closing.append({"type": "error", "errorText": turn.error_text or "The turn failed."})
-    return closing

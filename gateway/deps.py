@@ -6,6 +6,8 @@ from fastapi import Depends, Request
 
 from gateway.errors import ApiError
 from perdure.services import Services
+from storage.sessions import get_session
+from storage.tables import ChatSession
 
 
 async def _services(request: Request) -> Services:
@@ -29,3 +31,18 @@ async def _tenant(request: Request, services: ServicesDep) -> str:
 
 
 TenantDep = Annotated[str, Depends(_tenant)]
+
+
+def session_not_found(session_id: str) -> ApiError:
+    return ApiError(404, "session_not_found", f"session {session_id!r} not found")
+
+
+async def _owned_session(session_id: str, services: ServicesDep, tenant: TenantDep) -> ChatSession:
+    """The path's session, if it belongs to the caller's tenant; otherwise a 404."""
+    session = await get_session(services.db, tenant_id=tenant, session_id=session_id)
+    if session is None:
+        raise session_not_found(session_id)
+    return session
+
+
+OwnedSessionDep = Annotated[ChatSession, Depends(_owned_session)]

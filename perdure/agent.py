@@ -1,6 +1,6 @@
 """`Agent`: a chat agent defined in plain Python (model, system prompt, tools, hooks)."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from domain.policy import RecoveryPolicy
@@ -23,7 +23,6 @@ class TurnContext:
     submission_id: str
     assistant_message_id: str
     agent: str
-    data: dict[str, Any] = field(default_factory=dict)
 
 
 class Agent:

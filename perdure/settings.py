@@ -6,6 +6,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from domain.names import DEFAULT_TASK_QUEUE
 from storage.urls import default_sqlite_url
 
 
@@ -22,7 +23,7 @@ class Settings(BaseSettings):
 
     temporal_address: str = Field(default="localhost:7233", alias="TEMPORAL_ADDRESS")
     temporal_namespace: str = Field(default="default", alias="TEMPORAL_NAMESPACE")
-    task_queue: str = Field(default="perdure", alias="PERDURE_TASK_QUEUE")
+    task_queue: str = Field(default=DEFAULT_TASK_QUEUE, alias="PERDURE_TASK_QUEUE")
     data_dir: Path = Field(default=Path(".perdure"), alias="PERDURE_DATA_DIR")
     database_url: str | None = Field(default=None, alias="PERDURE_DATABASE_URL")
     model: str = Field(default_factory=_default_model, alias="PERDURE_MODEL")

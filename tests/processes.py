@@ -1,6 +1,7 @@
 """Perdure as real OS processes (`perdure dev | worker | gateway`), for process-level tests."""
 
 import asyncio
+import ctypes
 import os
 import signal
 import subprocess
@@ -10,6 +11,13 @@ from pathlib import Path
 import httpx
 
 PERDURE = str(Path(sys.executable).parent / "perdure")
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the child: a test or benchmark killed abruptly leaves no stray server behind."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class PerdureProcess:
@@ -30,6 +38,7 @@ class PerdureProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         return self
 

@@ -8,15 +8,14 @@ from pydantic import ValidationError
 from domain.reducer import reduce_chunks
 from domain.ui import UIMessage
 from gateway.body import read_json
-from gateway.deps import ServicesDep, TenantDep
+from gateway.deps import OwnedSessionDep, ServicesDep, TenantDep
 from gateway.errors import ApiError
-from gateway.schemas import SESSION_ID_PATTERN, ChatRequest, StopResult
+from gateway.schemas import ChatRequest, StopResult
 from gateway.sse import stream_response
-from gateway.turns import cancel_turn, start_turn
 from perdure.services import Services
+from perdure.turn_client import cancel_turn, start_turn
 from storage.chunks import load_log
 from storage.messages import active_path
-from storage.sessions import get_session
 from storage.submissions import ACTIVE, stream_target, submit
 from storage.tables import Submission
 
@@ -115,14 +114,12 @@ def _cursor(last_event_id: str | None, after: int | None) -> int | None:
 
 @router.get("/{session_id}/stream", summary="Resume the active answer's stream")
 async def resume_stream(
-    session_id: str,
+    session: OwnedSessionDep,
     services: ServicesDep,
-    tenant: TenantDep,
     last_event_id: Annotated[str | None, Header(max_length=40)] = None,
     after: Annotated[int | None, Query(ge=-1)] = None,
 ) -> Response:
-    if await get_session(services.db, tenant_id=tenant, session_id=session_id) is None:
-        raise ApiError(404, "session_not_found", f"session {session_id!r} not found")
+    session_id = session.id
     cursor = _cursor(last_event_id, after)
     target = await stream_target(services.db, session_id=session_id, latest=cursor is not None)
     if target is None:
@@ -131,10 +128,7 @@ async def resume_stream(
 
 
 @router.post("/{session_id}/stop", summary="Cancel the running turn; its partial answer is kept")
-async def stop(session_id: str, services: ServicesDep, tenant: TenantDep) -> StopResult:
-    session = await get_session(services.db, tenant_id=tenant, session_id=session_id)
-    if session is None:
-        raise ApiError(404, "session_not_found", f"session {session_id!r} not found")
+async def stop(session: OwnedSessionDep, services: ServicesDep) -> StopResult:
     if session.running_submission_id is None:
         return StopResult(success=True, submissionId=None)
     await cancel_turn(services.client, session.running_submission_id)
@@ -142,10 +136,8 @@ async def stop(session_id: str, services: ServicesDep, tenant: TenantDep) -> Sto
 
 
 @router.get("/{session_id}/messages", summary="The active path as AI SDK UIMessages")
-async def messages(session_id: str, services: ServicesDep, tenant: TenantDep) -> list[UIMessage]:
-    session = await get_session(services.db, tenant_id=tenant, session_id=session_id)
-    if session is None:
-        raise ApiError(404, "session_not_found", f"session {session_id!r} not found")
+async def messages(session: OwnedSessionDep, services: ServicesDep) -> list[UIMessage]:
+    session_id = session.id
     path = await active_path(services.db, session_id=session_id)
     running = await stream_target(services.db, session_id=session_id, latest=False)
     if running is not None and running.status == "running":
@@ -164,6 +156,3 @@ async def messages(session_id: str, services: ServicesDep, tenant: TenantDep) ->
                 )
             )
     return path
-
-
-__all__ = ["router", "SESSION_ID_PATTERN"]

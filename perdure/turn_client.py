@@ -1,4 +1,4 @@
-"""Start and cancel turn workflows from the gateway."""
+"""Start, signal and cancel turn workflows: used by the gateway and by the activities."""
 
 import contextlib
 from datetime import timedelta
@@ -12,6 +12,18 @@ from domain.names import TURN_WORKFLOW, turn_workflow_id
 from domain.payloads import TurnInput
 from storage.tables import Submission
 
+RUN_TIMEOUT = timedelta(days=7)
+
+
+def _input(submission: Submission) -> TurnInput:
+    return TurnInput(
+        submission_id=submission.id,
+        session_id=submission.session_id,
+        assistant_message_id=submission.assistant_message_id,
+        agent=submission.agent,
+        admitted=submission.status == "running",
+    )
+
 
 async def start_turn(
     client: Client, submission: Submission, *, task_queue: str, eager: bool
@@ -20,13 +32,7 @@ async def start_turn(
     with contextlib.suppress(WorkflowAlreadyStartedError):
         await client.start_workflow(
             TURN_WORKFLOW,
-            TurnInput(
-                submission_id=submission.id,
-                session_id=submission.session_id,
-                assistant_message_id=submission.assistant_message_id,
-                agent=submission.agent,
-                admitted=submission.status == "running",
-            ),
+            _input(submission),
             id=turn_workflow_id(submission.id),
             task_queue=task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -34,8 +40,25 @@ async def start_turn(
             request_eager_start=eager,
             memo={"session_id": submission.session_id},
             static_summary=f"chat turn in session {submission.session_id}",
-            run_timeout=timedelta(days=7),
+            run_timeout=RUN_TIMEOUT,
         )
+
+
+async def signal_turn(
+    client: Client, submission: Submission, *, task_queue: str, signal: str
+) -> None:
+    """Signal-with-start: reaches the turn even if its gateway never started its workflow."""
+    await client.start_workflow(
+        TURN_WORKFLOW,
+        _input(submission),
+        id=turn_workflow_id(submission.id),
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        start_signal=signal,
+        memo={"session_id": submission.session_id},
+        static_summary=f"chat turn in session {submission.session_id}",
+        run_timeout=RUN_TIMEOUT,
+    )
 
 
 async def cancel_turn(client: Client, submission_id: str) -> None:

@@ -1,0 +1,71 @@
+"""The chunks that open, close and annotate a turn's log (pure)."""
+
+from domain.continuation import StepState
+from domain.payloads import FinishTurnInput
+from domain.recovery import RECOVERY_NOTICE
+from domain.reducer import reduce_chunks
+from domain.repair import is_tool_part
+from domain.ui import Chunk
+
+REGENERATE_NOTICE: Chunk = {
+    "type": RECOVERY_NOTICE,
+    "data": {"action": "regenerate", "reason": "the provider refused to continue a prefill"},
+    "transient": True,
+}
+
+
+def start_chunk(message_id: str, submission_id: str) -> Chunk:
+    return {
+        "type": "start",
+        "messageId": message_id,
+        "messageMetadata": {"submissionId": submission_id},
+    }
+
+
+def tool_error_chunk(tool_call_id: str, text: str) -> Chunk:
+    return {"type": "tool-output-error", "toolCallId": tool_call_id, "errorText": text}
+
+
+def close_open_text(state: StepState) -> list[Chunk]:
+    return [{"type": "text-end", "id": state.open_text_id}] if state.open_text_id else []
+
+
+def pending_tool_calls(state: StepState) -> list[tuple[str, str]]:
+    """`(tool_call_id, tool_name)` of the step's calls that still await their result."""
+    return [
+        (part["toolCallId"], part["type"].removeprefix("tool-"))
+        for part in state.current_parts
+        if is_tool_part(part) and part.get("state") == "input-available"
+    ]
+
+
+def closing_chunks(
+    logged: list[Chunk], turn: FinishTurnInput, terminal_message: str
+) -> list[Chunk]:
+    """The chunks that end the log, unless an earlier attempt already ended it."""
+    reduction = reduce_chunks(logged)
+    if reduction.terminal is not None:
+        return []
+    closing: list[Chunk] = []
+    if not logged:
+        closing.append(start_chunk(turn.assistant_message_id, turn.submission_id))
+    if reduction.open_text_id is not None:
+        closing.append({"type": "text-end", "id": reduction.open_text_id})
+    if reduction.step_open:
+        closing.append({"type": "finish-step"})
+    if turn.exhausted:
+        closing += [
+            {"type": "text-start", "id": "terminal"},
+            {"type": "text-delta", "id": "terminal", "delta": terminal_message},
+            {"type": "text-end", "id": "terminal"},
+            {"type": "error", "errorText": terminal_message},
+        ]
+    elif turn.outcome == "completed":
+        closing.append({"type": "finish", "finishReason": turn.finish_reason or "stop"})
+    elif turn.outcome == "aborted":
+        closing.append({"type": "abort", "reason": "user-cancelled"})
+    elif turn.outcome == "skipped":
+        closing.append({"type": "abort", "reason": "skipped-by-recovery"})
+    else:
+        closing.append({"type": "error", "errorText": turn.error_text or "The turn failed."})
+    return closing
