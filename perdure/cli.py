@@ -14,7 +14,7 @@ from gateway.app import create_app
 from perdure.agents_registry import load_agents
 from perdure.services import Services, build_worker, open_services
 from perdure.settings import Settings
-from perdure.temporal_dev import dev_server
+from perdure.temporal_dev import DevServerConfig, dev_server
 from storage.migrate import migrate
 
 log = logging.getLogger("perdure")
@@ -54,6 +54,7 @@ async def _dev(settings: Settings) -> None:
         ui_port=settings.ui_port,
         db_file=settings.data_dir / "temporal.db",
         namespace=settings.temporal_namespace,
+        config=DevServerConfig.load(settings.temporal_dev_config),
     ):
         async with open_services(settings) as services:
             services.eager_start = True

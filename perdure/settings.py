@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     """Seconds between log reads when no wake-up bus reaches this gateway."""
     heartbeat_timeout: float = Field(default=5.0, alias="PERDURE_HEARTBEAT_TIMEOUT", gt=0)
     ui_port: int = Field(default=8233, alias="PERDURE_TEMPORAL_UI_PORT")
+    temporal_dev_config: Path = Field(
+        default=Path("temporal-dev.yml"), alias="PERDURE_TEMPORAL_DEV_CONFIG"
+    )
 
     @field_validator("model")
     @classmethod

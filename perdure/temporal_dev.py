@@ -2,12 +2,50 @@
 
 import asyncio
 import contextlib
+import json
 import shutil
 import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class DevServerConfig(BaseModel):
+    """What temporal-dev.yml may set; the defaults are the committed file's values."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    log_level: str = "error"
+    sqlite_pragmas: dict[str, str] = Field(
+        default_factory=lambda: {"journal_mode": "wal", "synchronous": "normal"}
+    )
+    dynamic_config: dict[str, Any] = Field(
+        default_factory=lambda: {"history.timerProcessorMaxTimeShift": "100ms"}
+    )
+
+    @classmethod
+    def load(cls, path: Path) -> "DevServerConfig":
+        if not path.exists():
+            return cls()
+        try:
+            return cls.model_validate(yaml.safe_load(path.read_text()) or {})
+        except (yaml.YAMLError, ValueError) as error:
+            raise RuntimeError(
+                f"{path} is not a valid dev server configuration: {error}"
+            ) from error
+
+    def arguments(self) -> list[str]:
+        args = ["--log-level", self.log_level]
+        for pragma, value in self.sqlite_pragmas.items():
+            args += ["--sqlite-pragma", f"{pragma}={value}"]
+        for key, value in self.dynamic_config.items():
+            args += ["--dynamic-config-value", f"{key}={json.dumps(value)}"]
+        return args
 
 
 def temporal_binary() -> str:
@@ -33,7 +71,12 @@ def is_listening(host: str, port: int) -> bool:
 
 @contextlib.asynccontextmanager
 async def dev_server(
-    *, address: str, ui_port: int, db_file: Path, namespace: str
+    *,
+    address: str,
+    ui_port: int,
+    db_file: Path,
+    namespace: str,
+    config: DevServerConfig | None = None,
 ) -> AsyncIterator[subprocess.Popen[bytes] | None]:
     """Start the dev server unless something already listens at `address`."""
     host, port = split_address(address)
@@ -51,14 +94,7 @@ async def dev_server(
             "--ui-port", str(ui_port),
             "--db-filename", str(db_file),
             "--namespace", namespace,
-            "--log-level", "error",
-            # WAL with synchronous=NORMAL survives a crash of any process; only an OS crash
-            # may lose the last transactions. It halves Temporal's per-transition write cost.
-            "--sqlite-pragma", "journal_mode=wal",
-            "--sqlite-pragma", "synchronous=normal",
-            # Timers (heartbeat timeouts among them) may otherwise fire up to 1 s late: that
-            # second would be added to every recovery from a dead worker.
-            "--dynamic-config-value", 'history.timerProcessorMaxTimeShift="100ms"',
+            *(config or DevServerConfig()).arguments(),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

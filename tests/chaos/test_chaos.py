@@ -161,3 +161,7 @@ async def test_an_interrupted_non_idempotent_tool_is_never_run_twice(cluster: Cl
         (tool_part,) = [p for p in messages[1]["parts"] if p["type"] == "tool-slow_refund"]
         assert tool_part["state"] == "output-error"
         assert info["status"] == "idle"
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            events = (await http.get(f"/v1/sessions/{session}/events")).json()
+        (repaired,) = [e for e in events if e["type"] == "chat.transcript.repaired"]
+        assert repaired["data"]["toolCallIds"] == [tool_part["toolCallId"]]
