@@ -22,12 +22,15 @@ from domain.names import (
     ADMIT_SIGNAL,
     FINISH_TURN_ACTIVITY,
     MODEL_STEP_ACTIVITY,
+    RECONCILE_ACTIVITY,
     RUN_TOOL_ACTIVITY,
 )
 from domain.payloads import (
     FinishTurnInput,
     ModelStepInput,
     ModelStepResult,
+    ReconcileInput,
+    ReconcileReport,
     RunToolInput,
     ToolCallRef,
 )
@@ -47,13 +50,13 @@ from perdure.agent import Agent, TurnContext
 from perdure.agents_registry import AgentRegistry, UnknownAgent
 from perdure.recovery import ExhaustedContext, bind_stash, unbind_stash
 from perdure.tools import ToolDefinition
-from perdure.turn_client import signal_turn
+from perdure.turn_client import signal_turn, start_turn, turn_state
 from storage.bus import ChunkBus
 from storage.chunks import append_chunks, load_log
 from storage.db import Database
 from storage.incidents import load_incident
 from storage.messages import active_path
-from storage.submissions import finish, get_submission, save_stash
+from storage.submissions import finish, get_submission, save_stash, stale_active
 from storage.tables import Submission
 
 log = logging.getLogger(__name__)
@@ -336,6 +339,45 @@ class TurnActivities:
 
     @activity.defn(name=FINISH_TURN_ACTIVITY)
     async def finish_turn(self, turn: FinishTurnInput) -> None:
+        await self._finish(turn, attempt=activity.info().attempt)
+
+    @activity.defn(name=RECONCILE_ACTIVITY)
+    async def reconcile(self, request: ReconcileInput) -> ReconcileReport:
+        """Start the workflow of an active submission that has none (its gateway died between
+        recording it and starting it); close one whose workflow ended without finishing it
+        (terminated by an operator, say), so its session is released."""
+        report = ReconcileReport()
+        for submission in await stale_active(self._db, older_than=request.older_than_seconds):
+            state = await turn_state(self._client, submission.id)
+            if state == "missing":
+                await start_turn(self._client, submission, task_queue=self._task_queue, eager=False)
+                report.started.append(submission.id)
+            elif state != "RUNNING":
+                await self._finish(
+                    FinishTurnInput(
+                        submission_id=submission.id,
+                        session_id=submission.session_id,
+                        assistant_message_id=submission.assistant_message_id,
+                        agent=submission.agent,
+                        outcome="error",
+                        error_text=f"The turn's workflow ended ({state}) before finishing it.",
+                    ),
+                    attempt=1,
+                )
+                report.closed.append(submission.id)
+            else:
+                continue
+            await emit(
+                self._db,
+                session_id=submission.session_id,
+                submission_id=submission.id,
+                type="submission.reconciled",
+                action="started" if state == "missing" else "closed",
+                workflowState=state,
+            )
+        return report
+
+    async def _finish(self, turn: FinishTurnInput, *, attempt: int) -> None:
         message_id = turn.assistant_message_id
         agent = self._agents.resolve(turn.agent) if turn.agent in self._agents.names() else None
         terminal_message = (agent.recovery if agent else RecoveryPolicy()).terminal_message
@@ -355,7 +397,7 @@ class TurnActivities:
             closing=closing,
             assistant=stored,
             error=turn.error_text,
-            attempt=activity.info().attempt,
+            attempt=attempt,
         )
         self._bus.publish(message_id)
         if closing and agent is not None:

@@ -16,6 +16,9 @@ MODEL_STEP_ACTIVITY: Final = "perdure.model_step"
 RUN_TOOL_ACTIVITY: Final = "perdure.run_tool"
 FINISH_TURN_ACTIVITY: Final = "perdure.finish_turn"
 
+RECONCILER_WORKFLOW: Final = "ReconcilerWorkflow"
+RECONCILE_ACTIVITY: Final = "perdure.reconcile"
+
 
 def turn_workflow_id(submission_id: str) -> str:
     return f"turn-{submission_id}"
@@ -25,3 +28,7 @@ def turn_workflow_id(submission_id: str) -> str:
 RECOVERY_EXHAUSTED: Final = "RecoveryExhausted"
 RECOVERY_SKIPPED: Final = "RecoverySkipped"
 PROVIDER_STALLED: Final = "ProviderStalled"
+
+
+def reconciler_schedule_id(task_queue: str) -> str:
+    return f"perdure-reconciler-{task_queue}"

@@ -70,3 +70,15 @@ class FinishTurnInput(BaseModel):
     persist_partial: bool = True
     """False when `on_chat_recovery` declined to keep the partial text (settled tool results
     are kept regardless)."""
+
+
+class ReconcileInput(BaseModel):
+    older_than_seconds: float = Field(default=60.0, ge=0)
+    """Only submissions at least this old: younger ones may still be starting normally."""
+
+
+class ReconcileReport(BaseModel):
+    started: list[str] = Field(default_factory=list)
+    """Active submissions that had no workflow (their gateway died before starting it)."""
+    closed: list[str] = Field(default_factory=list)
+    """Active submissions whose workflow had ended without finishing them (e.g. terminated)."""

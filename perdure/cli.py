@@ -12,6 +12,7 @@ import uvicorn
 
 from gateway.app import create_app
 from perdure.agents_registry import load_agents
+from perdure.schedules import ensure_reconciler_schedule
 from perdure.services import Services, build_worker, open_services
 from perdure.settings import Settings
 from perdure.temporal_dev import DevServerConfig, dev_server
@@ -60,6 +61,7 @@ async def _dev(settings: Settings) -> None:
             services.eager_start = True
             services.bus.reliable = True  # the worker publishes on this very bus
             worker = build_worker(services, load_agents(settings.agents))
+            await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)
             server = _gateway_server(services, settings)
             print(f"Perdure is running (model: {settings.model})")
             print(f"  chat API     http://{settings.host}:{settings.port}/api/chat")
@@ -72,6 +74,7 @@ async def _dev(settings: Settings) -> None:
 async def _worker(settings: Settings) -> None:
     async with open_services(settings, listen=False) as services:
         worker = build_worker(services, load_agents(settings.agents))
+        await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)
         print(f"Perdure worker on {settings.temporal_address} (model: {settings.model})")
         await _until_stopped(worker.run)
 

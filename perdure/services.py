@@ -19,7 +19,7 @@ from storage.bus import ChunkBus
 from storage.db import Database
 from storage.migrate import migrate
 from storage.pg_listener import listen_forever
-from workflows import TurnWorkflow
+from workflows import ReconcilerWorkflow, TurnWorkflow
 
 
 @dataclass
@@ -80,8 +80,13 @@ def build_worker(services: Services, agents: AgentRegistry) -> Worker:
     return Worker(
         services.client,
         task_queue=services.settings.task_queue,
-        workflows=[TurnWorkflow],
-        activities=[activities.model_step, activities.run_tool, activities.finish_turn],
+        workflows=[TurnWorkflow, ReconcilerWorkflow],
+        activities=[
+            activities.model_step,
+            activities.run_tool,
+            activities.finish_turn,
+            activities.reconcile,
+        ],
         # Cancellation reaches an activity with a heartbeat response: a short throttle keeps
         # "stop" prompt. Liveness is bounded separately by the heartbeat timeout.
         max_heartbeat_throttle_interval=timedelta(milliseconds=500),

@@ -61,6 +61,17 @@ async def signal_turn(
     )
 
 
+async def turn_state(client: Client, submission_id: str) -> str:
+    """`missing`, or the workflow's status name (`RUNNING`, `COMPLETED`, `TERMINATED`, …)."""
+    try:
+        description = await client.get_workflow_handle(turn_workflow_id(submission_id)).describe()
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return "missing"
+        raise
+    return description.status.name if description.status is not None else "UNKNOWN"
+
+
 async def cancel_turn(client: Client, submission_id: str) -> None:
     try:
         await client.get_workflow_handle(turn_workflow_id(submission_id)).cancel()

@@ -314,3 +314,17 @@ async def reorder_queue(db: Database, *, session_id: str, keep: list[str]) -> No
         for slot, submission_id in zip(slots, kept, strict=True):
             by_id[submission_id].created_at = slot
             session.add(by_id[submission_id])
+
+
+async def stale_active(db: Database, *, older_than: float) -> list[Submission]:
+    """Pending or running submissions created more than `older_than` seconds ago."""
+    async with db.read() as session:
+        rows = await session.exec(
+            select(Submission)
+            .where(
+                col(Submission.status).in_(ACTIVE),
+                col(Submission.created_at) <= now() - older_than,
+            )
+            .order_by(col(Submission.created_at))
+        )
+        return list(rows.all())

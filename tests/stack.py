@@ -13,6 +13,7 @@ from temporalio.client import Client
 
 from gateway.app import create_app
 from perdure.agents_registry import load_agents
+from perdure.schedules import ensure_reconciler_schedule
 from perdure.services import Services, build_worker, open_services
 from perdure.settings import Settings
 
@@ -51,6 +52,7 @@ async def running_stack(
         services.eager_start = True
         services.bus.reliable = True
         worker = build_worker(services, load_agents(settings.agents))
+        await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)
         server = uvicorn.Server(
             uvicorn.Config(
                 create_app(services=services),

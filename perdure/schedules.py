@@ -1,0 +1,42 @@
+"""The reconciler schedule (DESIGN §3), created once per task queue by the workers."""
+
+from datetime import timedelta
+
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+)
+
+from domain.names import RECONCILER_WORKFLOW, reconciler_schedule_id
+from domain.payloads import ReconcileInput
+
+RECONCILE_EVERY = timedelta(seconds=30)
+
+
+async def ensure_reconciler_schedule(client: Client, *, task_queue: str) -> None:
+    """Idempotent: every worker calls it on start; the first one creates the schedule."""
+    schedule_id = reconciler_schedule_id(task_queue)
+    try:
+        await client.create_schedule(
+            schedule_id,
+            Schedule(
+                action=ScheduleActionStartWorkflow(
+                    RECONCILER_WORKFLOW,
+                    ReconcileInput(),
+                    id=f"{schedule_id}-run",
+                    task_queue=task_queue,
+                    execution_timeout=timedelta(minutes=5),
+                    static_summary="repair submissions no workflow is serving",
+                ),
+                spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=RECONCILE_EVERY)]),
+                policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+            ),
+        )
+    except ScheduleAlreadyRunningError:
+        pass

@@ -1,0 +1,92 @@
+"""The reconciler repairs what no workflow serves, so no session is ever blocked."""
+
+import asyncio
+import uuid
+
+import httpx
+
+from domain.names import RECONCILER_WORKFLOW, reconciler_schedule_id, turn_workflow_id
+from domain.payloads import ReconcileInput, ReconcileReport
+from domain.ui import UIMessage
+from storage.submissions import submit
+from storage.tables import ChatSession
+from tests.e2e.chat_client import counting, read_stream, send, user_message
+from tests.e2e.test_chat_turn import new_session, wait_for_text, wait_idle
+from tests.stack import Stack
+
+
+async def reconcile_now(stack: Stack) -> ReconcileReport:
+    report: ReconcileReport = await stack.services.client.execute_workflow(
+        RECONCILER_WORKFLOW,
+        ReconcileInput(older_than_seconds=0),
+        id=f"reconcile-now-{uuid.uuid4().hex[:8]}",
+        task_queue=stack.settings.task_queue,
+        result_type=ReconcileReport,
+    )
+    return report
+
+
+async def test_a_turn_whose_gateway_died_before_starting_it_is_started(
+    stack: Stack, http: httpx.AsyncClient
+) -> None:
+    session = new_session()
+    # what a gateway leaves behind when it dies between its commit and start_workflow
+    recorded = await submit(
+        stack.services.db,
+        tenant_id="default",
+        session_id=session,
+        agent="default",
+        message=UIMessage.model_validate(user_message("@count 12")),
+        idempotency_key="orphan",
+    )
+
+    report = await reconcile_now(stack)
+
+    assert recorded.submission.id in report.started
+    streamed = await read_stream(http, "GET", f"/api/chat/{session}/stream")
+    assert streamed.text() == counting(12)
+    events = (await http.get(f"/v1/sessions/{session}/events")).json()
+    assert [e["data"]["action"] for e in events if e["type"] == "submission.reconciled"] == [
+        "started"
+    ]
+
+
+async def test_a_terminated_turn_is_closed_and_its_session_released(
+    stack: Stack, http: httpx.AsyncClient
+) -> None:
+    session = new_session()
+    stream_task = asyncio.create_task(send(http, session, "@count 400 @delay 10"))
+    await wait_for_text(http, session)
+    running = (await http.get(f"/v1/sessions/{session}")).json()
+    assert running["status"] == "running"
+    submission_id = await _running_submission(stack, session)
+    await stack.services.client.get_workflow_handle(turn_workflow_id(submission_id)).terminate(
+        reason="operator"
+    )
+
+    report = await reconcile_now(stack)
+    streamed = await stream_task
+
+    assert submission_id in report.closed
+    assert streamed.types()[-1] == "error"
+    assert "TERMINATED" in streamed.chunks[-1]["errorText"]
+    await wait_idle(http, session)
+    after = await send(http, session, "@count 3")
+    assert after.text() == counting(3)
+
+
+async def test_every_worker_task_queue_has_a_reconciler_schedule(stack: Stack) -> None:
+    handle = stack.services.client.get_schedule_handle(
+        reconciler_schedule_id(stack.settings.task_queue)
+    )
+
+    description = await handle.describe()
+
+    assert description.schedule.spec.intervals[0].every.total_seconds() == 30
+
+
+async def _running_submission(stack: Stack, session: str) -> str:
+    async with stack.services.db.read() as db_session:
+        chat = await db_session.get(ChatSession, session)
+        assert chat is not None and chat.running_submission_id is not None
+        return chat.running_submission_id
