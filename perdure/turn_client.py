@@ -2,6 +2,7 @@
 
 import contextlib
 from datetime import timedelta
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -13,6 +14,18 @@ from domain.payloads import TurnInput
 from storage.tables import Submission
 
 RUN_TIMEOUT = timedelta(days=7)
+
+
+def _start_options(submission: Submission, task_queue: str) -> dict[str, Any]:
+    """What every start of a turn's workflow shares, by gateway or by signal-with-start."""
+    return {
+        "id": turn_workflow_id(submission.id),
+        "task_queue": task_queue,
+        "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
+        "memo": {"session_id": submission.session_id},
+        "static_summary": f"chat turn in session {submission.session_id}",
+        "run_timeout": RUN_TIMEOUT,
+    }
 
 
 def _input(submission: Submission) -> TurnInput:
@@ -33,14 +46,9 @@ async def start_turn(
         await client.start_workflow(
             TURN_WORKFLOW,
             _input(submission),
-            id=turn_workflow_id(submission.id),
-            task_queue=task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             request_eager_start=eager,
-            memo={"session_id": submission.session_id},
-            static_summary=f"chat turn in session {submission.session_id}",
-            run_timeout=RUN_TIMEOUT,
+            **_start_options(submission, task_queue),
         )
 
 
@@ -51,13 +59,8 @@ async def signal_turn(
     await client.start_workflow(
         TURN_WORKFLOW,
         _input(submission),
-        id=turn_workflow_id(submission.id),
-        task_queue=task_queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         start_signal=signal,
-        memo={"session_id": submission.session_id},
-        static_summary=f"chat turn in session {submission.session_id}",
-        run_timeout=RUN_TIMEOUT,
+        **_start_options(submission, task_queue),
     )
 
 
