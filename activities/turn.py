@@ -157,6 +157,8 @@ class TurnActivities:
         if state.finished:
             # An earlier attempt streamed the whole step and died before returning it.
             await writer.flush()
+            if recovering:
+                await self._recovery.completed(submission)
             calls = [
                 ToolCallRef(tool_call_id=i, tool_name=n, idempotent=_idempotent(tools, n))
                 for i, n in pending_tool_calls(state)

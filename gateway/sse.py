@@ -11,6 +11,7 @@ from domain.ui import TERMINAL_CHUNK_TYPES
 from storage.bus import ChunkBus
 from storage.chunks import read_chunks
 from storage.db import Database
+from storage.submissions import get_submission
 
 KEEP_ALIVE_SECONDS = 15.0
 RELIABLE_BUS_SAFETY_POLL = 1.0
@@ -28,8 +29,17 @@ def _event(seq: int, chunk: dict[str, object]) -> str:
     return f"id: {seq}\ndata: {json.dumps(chunk, separators=(',', ':'))}\n\n"
 
 
+GONE = 'data: {"type":"error","errorText":"The session was deleted."}\n\ndata: [DONE]\n\n'
+
+
 async def relay(
-    db: Database, bus: ChunkBus, *, message_id: str, after: int, poll_interval: float
+    db: Database,
+    bus: ChunkBus,
+    *,
+    message_id: str,
+    submission_id: str,
+    after: int,
+    poll_interval: float,
 ) -> AsyncIterator[str]:
     """Every logged chunk after `after`, once, in order, until the log's terminal chunk."""
     cursor = after
@@ -52,6 +62,9 @@ async def relay(
                 await waiter.wait()
         except TimeoutError:
             if time.monotonic() - quiet_since >= KEEP_ALIVE_SECONDS:
+                if await get_submission(db, submission_id) is None:
+                    yield GONE  # deleted with its session: its log will never close
+                    return
                 yield ": keep-alive\n\n"
                 quiet_since = time.monotonic()
 
@@ -66,7 +79,14 @@ def stream_response(
     submission_id: str,
 ) -> StreamingResponse:
     return StreamingResponse(
-        relay(db, bus, message_id=message_id, after=after, poll_interval=poll_interval),
+        relay(
+            db,
+            bus,
+            message_id=message_id,
+            submission_id=submission_id,
+            after=after,
+            poll_interval=poll_interval,
+        ),
         media_type="text/event-stream",
         headers={**STREAM_HEADERS, "x-perdure-submission-id": submission_id},
     )

@@ -1,5 +1,6 @@
 """Start, signal and cancel turn workflows: used by the gateway and by the activities."""
 
+import asyncio
 import contextlib
 from datetime import timedelta
 from typing import Any
@@ -81,3 +82,11 @@ async def cancel_turn(client: Client, submission_id: str) -> None:
     except RPCError as error:
         if error.status != RPCStatusCode.NOT_FOUND:
             raise
+
+
+async def wait_turn_ended(client: Client, submission_id: str, *, grace_seconds: float) -> None:
+    """Wait (bounded) until the turn's workflow has closed, however it ended."""
+    handle = client.get_workflow_handle(turn_workflow_id(submission_id))
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(grace_seconds):
+            await handle.result()

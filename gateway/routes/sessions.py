@@ -1,5 +1,6 @@
 """The session API: list, read, rename, delete, and observability events."""
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -7,7 +8,7 @@ from fastapi import APIRouter, Query, Response
 
 from gateway.deps import OwnedSessionDep, ServicesDep, TenantDep, session_not_found
 from gateway.schemas import EventPublic, SessionPublic, SessionsPublic, SessionUpdate
-from perdure.turn_client import cancel_turn
+from perdure.turn_client import cancel_turn, wait_turn_ended
 from storage.events import list_events
 from storage.sessions import (
     active_submission_ids,
@@ -17,6 +18,7 @@ from storage.sessions import (
 )
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+CANCEL_GRACE_SECONDS = 10.0
 
 
 @router.get("", summary="List sessions, most recently active first")
@@ -49,13 +51,15 @@ async def rename(
 
 @router.delete("/{session_id}", status_code=204, summary="Cancel its turns and delete it")
 async def delete(session: OwnedSessionDep, services: ServicesDep, tenant: TenantDep) -> Response:
-    session_id = session.id
-    for submission_id in await active_submission_ids(
-        services.db, tenant_id=tenant, session_id=session_id
-    ):
+    active = await active_submission_ids(services.db, tenant_id=tenant, session_id=session.id)
+    for submission_id in active:
         await cancel_turn(services.client, submission_id)
-    if not await delete_session(services.db, tenant_id=tenant, session_id=session_id):
-        raise session_not_found(session_id)
+    # Let the cancelled turns close their logs (with `abort`) so their streams end cleanly.
+    await asyncio.gather(
+        *(wait_turn_ended(services.client, i, grace_seconds=CANCEL_GRACE_SECONDS) for i in active)
+    )
+    if not await delete_session(services.db, tenant_id=tenant, session_id=session.id):
+        raise session_not_found(session.id)
     return Response(status_code=204)
 
 

@@ -1,5 +1,6 @@
 """The session API: list, read, rename, delete; tenants never see each other."""
 
+import asyncio
 import dataclasses
 import uuid
 
@@ -113,3 +114,24 @@ async def test_a_request_without_a_valid_key_is_a_401_when_keys_are_configured(
 
     assert (missing.status_code, wrong.status_code) == (401, 401)
     assert missing.json()["error"]["code"] == "unauthorized"
+
+
+async def test_deleting_a_session_mid_stream_ends_the_stream_cleanly(
+    http: httpx.AsyncClient,
+) -> None:
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    streaming = asyncio.create_task(send(http, session, "@count 400 @delay 10"))
+    for _ in range(500):
+        if (await http.get(f"/api/chat/{session}/messages")).status_code == 200:
+            history = (await http.get(f"/api/chat/{session}/messages")).json()
+            if len(history) == 2:
+                break
+        await asyncio.sleep(0.02)
+
+    deleted = await http.delete(f"/v1/sessions/{session}")
+    streamed = await asyncio.wait_for(streaming, timeout=20)
+
+    assert deleted.status_code == 204
+    assert streamed.done
+    assert streamed.types()[-1] == "abort"
+    assert (await http.get(f"/v1/sessions/{session}")).status_code == 404
