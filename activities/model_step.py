@@ -1,0 +1,229 @@
+"""One model step: recover if this is a retry, repair, stream the provider into the log."""
+
+import logging
+from collections.abc import Callable
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities._support import heartbeating, run_hook
+from activities.chunk_writer import ChunkWriter
+from activities.errors import provider_failure
+from activities.events import emit
+from activities.providers import ModelRequest, Provider, ProviderError, ResumeToken
+from activities.recovery_gate import RecoveryGate
+from activities.transcript_repair import repair_transcript
+from activities.watched_stream import ProviderStalled, StreamTarget, stream_into_log
+from domain.continuation import StepState, step_state
+from domain.conversation import to_conversation
+from domain.payloads import ModelStepInput, ModelStepResult, ToolCallRef
+from domain.reducer import reduce_chunks
+from domain.step_chunks import StepChunker
+from domain.turn_chunks import close_open_text, pending_tool_calls, start_chunk
+from domain.ui import Chunk, UIMessage
+from perdure.agent import Agent, TurnContext
+from perdure.tools import ToolDefinition
+from storage.chunks import load_log
+from storage.db import Database
+from storage.messages import active_path
+from storage.tables import Submission
+
+log = logging.getLogger(__name__)
+
+
+class ModelStep:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        recovery: RecoveryGate,
+        default_model: str,
+        provider_for: Callable[[str], Provider],
+    ) -> None:
+        self._db = db
+        self._recovery = recovery
+        self._default_model = default_model
+        self._provider_for = provider_for
+
+    async def run(
+        self, agent: Agent, step: ModelStepInput, submission: Submission, writer: ChunkWriter
+    ) -> ModelStepResult:
+        context = _turn_context(step, agent)
+        model = agent.model or self._default_model
+        try:
+            provider = self._provider_for(model)
+        except ValueError as error:
+            raise ApplicationError(str(error), type="BadModel", non_retryable=True) from error
+        log_so_far = await load_log(self._db, message_id=step.assistant_message_id)
+
+        def add(chunks: list[Chunk]) -> None:
+            writer.add(chunks)
+            log_so_far.extend(chunks)
+
+        recovering = activity.info().attempt > 1
+        history: list[UIMessage] | None = None
+        if recovering:
+            start = await self._recovery.begin(
+                agent, step, submission, log_so_far, reduce_chunks(log_so_far)
+            )
+            add([start.notice])
+            history = start.history
+        if not any(chunk.get("type") == "start" for chunk in log_so_far):
+            add([start_chunk(step.assistant_message_id, step.submission_id)])
+            await run_hook("on_turn_start", lambda: agent.on_turn_start(context))
+        add(
+            await repair_transcript(
+                agent,
+                reduce_chunks(log_so_far),
+                db=self._db,
+                session_id=step.session_id,
+                submission_id=step.submission_id,
+            )
+        )
+        tools = agent.tools()
+        state = step_state(reduce_chunks(log_so_far), step.step)
+        if state.finished:
+            # An earlier attempt streamed the whole step and died before returning it.
+            await writer.flush()
+            if recovering:
+                await self._recovery.completed(submission)
+            calls = [
+                ToolCallRef(tool_call_id=i, tool_name=n, idempotent=_idempotent(tools, n))
+                for i, n in pending_tool_calls(state)
+            ]
+            return ModelStepResult(
+                finish_reason="tool-calls" if calls else "stop",
+                tool_calls=calls,
+                max_steps=agent.max_steps,
+                log_steps=reduce_chunks(log_so_far).steps,
+            )
+        if state.started and state.has_tool_calls:
+            # Its tool calls were settled above; the model goes on in a fresh step.
+            add(close_open_text(state) + [{"type": "finish-step"}, {"type": "start-step"}])
+            state = step_state(reduce_chunks(log_so_far), step.step)
+        elif not state.started:
+            add([{"type": "start-step"}])
+        log_step = reduce_chunks(log_so_far).steps - 1
+
+        if history is None:
+            history = await active_path(self._db, session_id=step.session_id)
+        if state.prior_parts:
+            history.append(
+                UIMessage.model_validate(
+                    {
+                        "id": step.assistant_message_id,
+                        "role": "assistant",
+                        "parts": state.prior_parts,
+                    }
+                )
+            )
+        cursor = submission.provider_cursor
+        resume = (
+            ResumeToken(
+                response_id=cursor["response_id"], sequence_number=cursor["sequence_number"]
+            )
+            if provider.supports_resume and cursor and cursor.get("step") == log_step
+            else None
+        )
+        request = ModelRequest(
+            model=model.split(":", 1)[-1],
+            system=await agent.instructions(context),
+            conversation=to_conversation(history),
+            tools=[definition.spec() for definition in tools.values()],
+            prefill=None if resume else state.prefill,
+            resume=resume,
+            max_output_tokens=agent.max_output_tokens,
+        )
+        chunker = await self._stream(
+            provider, request, writer, state, log_step, agent, step, submission
+        )
+        writer.add(chunker.close() + [{"type": "finish-step"}])
+        await writer.flush()
+        if recovering:
+            await self._recovery.completed(submission)
+        calls = [
+            ToolCallRef(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                idempotent=_idempotent(tools, call.name),
+            )
+            for call in chunker.tool_calls
+        ]
+        return ModelStepResult(
+            finish_reason=chunker.finish.reason if chunker.finish else "other",
+            tool_calls=calls,
+            max_steps=agent.max_steps,
+            log_steps=log_step + 1,
+        )
+
+    async def _stream(
+        self,
+        provider: Provider,
+        request: ModelRequest,
+        writer: ChunkWriter,
+        state: StepState,
+        log_step: int,
+        agent: Agent,
+        step: ModelStepInput,
+        submission: Submission,
+    ) -> StepChunker:
+        """Stream the step; fall back from a lost resumable response to a prefill, and from a
+        refused prefill to regenerating the step."""
+        attempt = activity.info().attempt
+        chunker = StepChunker(step.step, attempt=attempt, open_text_id=state.open_text_id)
+        stall = agent.recovery.stall_timeout.total_seconds()
+        while True:
+            target = StreamTarget(writer=writer, chunker=chunker, log_step=log_step)
+            try:
+                async with heartbeating():
+                    await stream_into_log(provider, request, target, stall_timeout=stall)
+                return chunker
+            except ProviderStalled:
+                await writer.flush()
+                await emit(
+                    self._db,
+                    session_id=step.session_id,
+                    submission_id=step.submission_id,
+                    type="chat.stream.stalled",
+                    stallTimeoutSeconds=stall,
+                    step=log_step,
+                )
+                raise
+            except ProviderError as error:
+                await writer.flush()
+                if request.resume is not None and not error.retryable:
+                    log.warning("cannot re-attach (%s); continuing by prefill", error)
+                    prefill = state.prefill
+                    request = request.model_copy(update={"resume": None, "prefill": prefill})
+                    continue
+                if error.prefill_rejected and request.prefill:
+                    writer.add(
+                        chunker.close()
+                        + [
+                            {
+                                "type": "data-recovery",
+                                "data": {"action": "regenerate"},
+                                "transient": True,
+                            }
+                        ]
+                    )
+                    request = request.model_copy(update={"prefill": None})
+                    chunker = StepChunker(step.step, attempt=attempt, variant="regen")
+                    continue
+                raise provider_failure(error, label=provider.label) from error
+            except BaseException:
+                await writer.flush()
+                raise
+
+
+def _turn_context(step: ModelStepInput, agent: Agent) -> TurnContext:
+    return TurnContext(
+        session_id=step.session_id,
+        submission_id=step.submission_id,
+        assistant_message_id=step.assistant_message_id,
+        agent=agent.name,
+    )
+
+
+def _idempotent(tools: dict[str, ToolDefinition], name: str) -> bool:
+    return tools[name].idempotent if name in tools else True
