@@ -16,7 +16,9 @@ from temporalio.client import (
 from domain.names import RECONCILER_WORKFLOW, reconciler_schedule_id
 from domain.payloads import ReconcileInput
 
-RECONCILE_EVERY = timedelta(seconds=30)
+RECONCILE_EVERY = timedelta(minutes=2)
+"""Each run is a workflow in the UI's list: often enough that a blocked session is released
+within ~3 minutes, rare enough not to bury the turns (720 runs a day)."""
 
 
 async def ensure_reconciler_schedule(client: Client, *, task_queue: str) -> None:

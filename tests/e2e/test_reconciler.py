@@ -82,7 +82,7 @@ async def test_every_worker_task_queue_has_a_reconciler_schedule(stack: Stack) -
 
     description = await handle.describe()
 
-    assert description.schedule.spec.intervals[0].every.total_seconds() == 30
+    assert description.schedule.spec.intervals[0].every.total_seconds() == 120
 
 
 async def _running_submission(stack: Stack, session: str) -> str:
