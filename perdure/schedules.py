@@ -11,6 +11,7 @@ from temporalio.client import (
     ScheduleOverlapPolicy,
     SchedulePolicy,
     ScheduleSpec,
+    ScheduleUpdate,
 )
 
 from domain.names import RECONCILER_WORKFLOW, reconciler_schedule_id
@@ -21,24 +22,29 @@ RECONCILE_EVERY = timedelta(minutes=2)
 within ~3 minutes, rare enough not to bury the turns (720 runs a day)."""
 
 
+def _schedule(schedule_id: str, task_queue: str) -> Schedule:
+    return Schedule(
+        action=ScheduleActionStartWorkflow(
+            RECONCILER_WORKFLOW,
+            ReconcileInput(),
+            id=f"{schedule_id}-run",
+            task_queue=task_queue,
+            execution_timeout=timedelta(minutes=5),
+            static_summary="repair submissions no workflow is serving",
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=RECONCILE_EVERY)]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+    )
+
+
 async def ensure_reconciler_schedule(client: Client, *, task_queue: str) -> None:
-    """Idempotent: every worker calls it on start; the first one creates the schedule."""
+    """Every worker calls it on start: the first creates the schedule, later ones bring an
+    existing one up to this version's definition."""
     schedule_id = reconciler_schedule_id(task_queue)
+    schedule = _schedule(schedule_id, task_queue)
     try:
-        await client.create_schedule(
-            schedule_id,
-            Schedule(
-                action=ScheduleActionStartWorkflow(
-                    RECONCILER_WORKFLOW,
-                    ReconcileInput(),
-                    id=f"{schedule_id}-run",
-                    task_queue=task_queue,
-                    execution_timeout=timedelta(minutes=5),
-                    static_summary="repair submissions no workflow is serving",
-                ),
-                spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=RECONCILE_EVERY)]),
-                policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
-            ),
-        )
+        await client.create_schedule(schedule_id, schedule)
     except ScheduleAlreadyRunningError:
-        pass
+        await client.get_schedule_handle(schedule_id).update(
+            lambda _: ScheduleUpdate(schedule=schedule)
+        )

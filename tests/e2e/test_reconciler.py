@@ -2,12 +2,15 @@
 
 import asyncio
 import uuid
+from datetime import timedelta
 
 import httpx
+from temporalio.client import ScheduleIntervalSpec, ScheduleUpdate, ScheduleUpdateInput
 
 from domain.names import RECONCILER_WORKFLOW, reconciler_schedule_id, turn_workflow_id
 from domain.payloads import ReconcileInput, ReconcileReport
 from domain.ui import UIMessage
+from perdure.schedules import RECONCILE_EVERY, ensure_reconciler_schedule
 from storage.submissions import submit
 from storage.tables import ChatSession
 from tests.e2e.chat_client import counting, read_stream, send, user_message
@@ -90,3 +93,20 @@ async def _running_submission(stack: Stack, session: str) -> str:
         chat = await db_session.get(ChatSession, session)
         assert chat is not None and chat.running_submission_id is not None
         return chat.running_submission_id
+
+
+async def test_a_worker_brings_an_older_schedule_up_to_date(stack: Stack) -> None:
+    handle = stack.services.client.get_schedule_handle(
+        reconciler_schedule_id(stack.settings.task_queue)
+    )
+
+    def slower(update_input: ScheduleUpdateInput) -> ScheduleUpdate:
+        schedule = update_input.description.schedule
+        schedule.spec.intervals = [ScheduleIntervalSpec(every=timedelta(hours=1))]
+        return ScheduleUpdate(schedule=schedule)
+
+    await handle.update(slower)
+    await ensure_reconciler_schedule(stack.services.client, task_queue=stack.settings.task_queue)
+
+    description = await handle.describe()
+    assert description.schedule.spec.intervals[0].every == RECONCILE_EVERY
