@@ -259,3 +259,13 @@ async def test_a_provider_rejection_ends_the_stream_with_an_error_that_says_why(
     assert "not retryable" in streamed.chunks[-1]["errorText"]
     assert len(fake_provider.requests_for(text)) == 1
     assert (await http.get(f"/v1/sessions/{session}")).json()["status"] == "idle"
+
+
+async def test_an_unknown_agent_ends_the_turn_with_an_error_naming_the_served_ones(
+    http: httpx.AsyncClient,
+) -> None:
+    streamed = await send(http, new_session(), "@count 3", agent="nobody")
+
+    assert streamed.types()[-1] == "error"
+    assert "unknown agent 'nobody'" in streamed.chunks[-1]["errorText"]
+    assert "default" in streamed.chunks[-1]["errorText"]
