@@ -61,16 +61,20 @@ class ModelStep:
             log_so_far.extend(chunks)
 
         recovering = activity.info().attempt > 1
+        first_attempt_wrote_nothing = not log_so_far
         history: list[UIMessage] | None = None
         if recovering:
+            # Judged on the log as the interrupted attempt left it.
             start = await self._recovery.begin(
                 agent, step, submission, log_so_far, reduce_chunks(log_so_far)
             )
-            add([start.notice])
             history = start.history
-        if not any(chunk.get("type") == "start" for chunk in log_so_far):
+        if first_attempt_wrote_nothing:
+            # `start` always opens the log, even when a recovery notice follows at once.
             add([start_chunk(step.assistant_message_id, step.submission_id)])
             await run_hook("on_turn_start", lambda: agent.on_turn_start(context))
+        if recovering:
+            add([start.notice])
         add(
             await repair_transcript(
                 agent,
@@ -87,16 +91,9 @@ class ModelStep:
             await writer.flush()
             if recovering:
                 await self._recovery.completed(submission)
-            calls = [
-                ToolCallRef(tool_call_id=i, tool_name=n, idempotent=_idempotent(tools, n))
-                for i, n in pending_tool_calls(state)
-            ]
-            return ModelStepResult(
-                finish_reason="tool-calls" if calls else "stop",
-                tool_calls=calls,
-                max_steps=agent.max_steps,
-                log_steps=reduce_chunks(log_so_far).steps,
-            )
+            pending = pending_tool_calls(state)
+            reason = "tool-calls" if pending else "stop"
+            return _result(agent, tools, pending, reason, reduce_chunks(log_so_far).steps)
         if state.started and state.has_tool_calls:
             # Its tool calls were settled above; the model goes on in a fresh step.
             add(close_open_text(state) + [{"type": "finish-step"}, {"type": "start-step"}])
@@ -141,20 +138,9 @@ class ModelStep:
         await writer.flush()
         if recovering:
             await self._recovery.completed(submission)
-        calls = [
-            ToolCallRef(
-                tool_call_id=call.id,
-                tool_name=call.name,
-                idempotent=_idempotent(tools, call.name),
-            )
-            for call in chunker.tool_calls
-        ]
-        return ModelStepResult(
-            finish_reason=chunker.finish.reason if chunker.finish else "other",
-            tool_calls=calls,
-            max_steps=agent.max_steps,
-            log_steps=log_step + 1,
-        )
+        made = [(call.id, call.name) for call in chunker.tool_calls]
+        reason = chunker.finish.reason if chunker.finish else "other"
+        return _result(agent, tools, made, reason, log_step + 1)
 
     async def _stream(
         self,
@@ -225,5 +211,24 @@ def _turn_context(step: ModelStepInput, agent: Agent) -> TurnContext:
     )
 
 
-def _idempotent(tools: dict[str, ToolDefinition], name: str) -> bool:
-    return tools[name].idempotent if name in tools else True
+def _result(
+    agent: Agent,
+    tools: dict[str, ToolDefinition],
+    calls: list[tuple[str, str]],
+    finish_reason: str,
+    log_steps: int,
+) -> ModelStepResult:
+    """The step's result; `calls` are `(tool_call_id, tool_name)` for the workflow to run."""
+    return ModelStepResult(
+        finish_reason=finish_reason,
+        tool_calls=[
+            ToolCallRef(
+                tool_call_id=call_id,
+                tool_name=name,
+                idempotent=tools[name].idempotent if name in tools else True,
+            )
+            for call_id, name in calls
+        ],
+        max_steps=agent.max_steps,
+        log_steps=log_steps,
+    )

@@ -218,18 +218,18 @@ class RecoveryGate:
         except Exception:
             log.exception("on_recovery_boot failed; using the default chain")
             plan = default
-        await self._apply_follow_ups(submission, queued, plan)
+        await self._apply_follow_ups(submission, queued, follow_ups, plan)
         if plan.chain == default.chain:
             return None
         return [m for m in plan.chain if m.id != step.assistant_message_id]
 
     async def _apply_follow_ups(
-        self, submission: Submission, queued: list[Submission], plan: RecoveryBoot
+        self,
+        submission: Submission,
+        queued: list[Submission],
+        follow_ups: list[FollowUp],
+        plan: RecoveryBoot,
     ) -> None:
-        follow_ups = [
-            FollowUp(submission_id=q.id, message=UIMessage.model_validate(q.user_message))
-            for q in queued
-        ]
         skipped = set(skipped_follow_ups(follow_ups, plan))
         keep = [i for i in plan.follow_ups if i in {q.id for q in queued}]
         await reorder_queue(self._db, session_id=submission.session_id, keep=keep)
