@@ -31,13 +31,13 @@ from domain.reducer import Reduction
 from domain.ui import Chunk, UIMessage
 from perdure.agent import Agent
 from perdure.recovery import ChatRecoveryContext, RecoveryBootContext, RecoveryOptions
-from perdure.turn_client import signal_turn
 from storage.db import Database
 from storage.incidents import load_incident, save_incident
 from storage.messages import active_path
 from storage.submissions import queued_after, reorder_queue
 from storage.tables import Submission
 from storage.timing import now
+from turn_control.client import signal_turn
 
 log = logging.getLogger(__name__)
 

@@ -41,13 +41,13 @@ from perdure.agent import Agent, TurnContext
 from perdure.agents_registry import AgentRegistry, UnknownAgent
 from perdure.recovery import ExhaustedContext, bind_stash, unbind_stash
 from perdure.tools import ToolDefinition
-from perdure.turn_client import signal_turn, start_turn, turn_state
 from storage.bus import ChunkBus
 from storage.chunks import append_chunks, load_log
 from storage.db import Database
 from storage.incidents import load_incident
 from storage.submissions import finish, get_submission, save_stash, stale_active
 from storage.tables import Submission
+from turn_control.client import signal_turn, start_turn, turn_state
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from tempfile import TemporaryDirectory
 
 import httpx
 
-from perdure.temporal_dev import dev_server
+from runtime.temporal_dev import dev_server
 from tests.databases import database_url, postgres_available
 from tests.fakeprovider.server import FakeProvider
 from tests.processes import PerdureProcess, wait_healthy

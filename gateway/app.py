@@ -8,8 +8,8 @@ from fastapi.routing import APIRoute
 
 from gateway.errors import install_error_handlers
 from gateway.routes import chat, health, sessions
-from perdure.services import Services, open_services
-from perdure.settings import Settings
+from runtime.services import Services, open_services
+from runtime.settings import Settings
 
 
 def _operation_id(route: APIRoute) -> str:

@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from gateway.errors import ApiError
-from perdure.services import Services
+from runtime.services import Services
 from storage.sessions import get_session
 from storage.tables import ChatSession
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from perdure.temporal_dev import dev_server
+from runtime.temporal_dev import dev_server
 from tests.fakeprovider.server import FakeProvider
 from tests.processes import PerdureProcess, wait_healthy
 from tests.stack import free_port

@@ -7,7 +7,7 @@ import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from perdure.temporal_dev import temporal_binary
+from runtime.temporal_dev import temporal_binary
 from tests.databases import database_url
 from tests.fakeprovider.fixtures import fake_provider  # noqa: F401 - a shared fixture
 from tests.stack import Stack, running_stack

@@ -13,9 +13,10 @@ from temporalio.client import Client
 
 from gateway.app import create_app
 from perdure.agents_registry import load_agents
-from perdure.schedules import ensure_reconciler_schedule
-from perdure.services import Services, build_worker, open_services
-from perdure.settings import Settings
+from runtime.schedules import ensure_reconciler_schedule
+from runtime.services import Services, open_services
+from runtime.settings import Settings
+from runtime.worker import build_worker
 
 
 def free_port() -> int:

@@ -12,12 +12,12 @@ from gateway.deps import OwnedSessionDep, ServicesDep, TenantDep
 from gateway.errors import ApiError
 from gateway.schemas import ChatRequest, StopResult
 from gateway.sse import stream_response
-from perdure.services import Services
-from perdure.turn_client import cancel_turn, start_turn
+from runtime.services import Services
 from storage.chunks import load_log
 from storage.messages import active_path
 from storage.submissions import ACTIVE, stream_target, submit
 from storage.tables import Submission
+from turn_control.client import cancel_turn, start_turn
 
 router = APIRouter(prefix="/api/chat", tags=["chat"])
 BODY_LIMIT_FACTOR = 16

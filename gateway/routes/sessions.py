@@ -8,7 +8,6 @@ from fastapi import APIRouter, Query, Response
 
 from gateway.deps import OwnedSessionDep, ServicesDep, TenantDep, session_not_found
 from gateway.schemas import EventPublic, SessionPublic, SessionsPublic, SessionUpdate
-from perdure.turn_client import cancel_turn, wait_turn_ended
 from storage.events import list_events
 from storage.sessions import (
     active_submission_ids,
@@ -16,6 +15,7 @@ from storage.sessions import (
     list_sessions,
     rename_session,
 )
+from turn_control.client import cancel_turn, wait_turn_ended
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 CANCEL_GRACE_SECONDS = 10.0

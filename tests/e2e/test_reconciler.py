@@ -10,7 +10,7 @@ from temporalio.client import ScheduleIntervalSpec, ScheduleUpdate, ScheduleUpda
 from domain.names import RECONCILER_WORKFLOW, reconciler_schedule_id, turn_workflow_id
 from domain.payloads import ReconcileInput, ReconcileReport
 from domain.ui import UIMessage
-from perdure.schedules import RECONCILE_EVERY, ensure_reconciler_schedule
+from runtime.schedules import RECONCILE_EVERY, ensure_reconciler_schedule
 from storage.submissions import submit
 from storage.tables import ChatSession
 from tests.e2e.chat_client import counting, read_stream, send, user_message

@@ -14,7 +14,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from domain.names import turn_workflow_id
-from perdure.temporal_dev import temporal_binary
+from runtime.temporal_dev import temporal_binary
 from tests.e2e.chat_client import send
 from tests.fakeprovider.server import FakeProvider
 from tests.stack import running_stack

@@ -1,70 +1,15 @@
-"""The long-lived things a process holds: store, bus, Temporal client, and the worker."""
+"""The Temporal worker: turn and reconciler workflows with the turn activities."""
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import timedelta
 
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.providers import provider_for
 from activities.turn import TurnActivities
 from perdure.agents_registry import AgentRegistry
-from perdure.settings import Settings
-from storage.bus import ChunkBus
-from storage.db import Database
-from storage.migrate import migrate
-from storage.pg_listener import listen_forever
+from runtime.services import Services
 from workflows import ReconcilerWorkflow, TurnWorkflow
-
-
-@dataclass
-class Services:
-    settings: Settings
-    db: Database
-    bus: ChunkBus
-    client: Client
-    eager_start: bool = False
-    """True when a worker runs in this process on the same client (eager workflow start)."""
-
-
-async def connect_temporal(settings: Settings) -> Client:
-    return await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        data_converter=pydantic_data_converter,
-    )
-
-
-@contextlib.asynccontextmanager
-async def open_services(
-    settings: Settings, *, client: Client | None = None, listen: bool = True
-) -> AsyncIterator[Services]:
-    """Migrate the store, connect, and (on PostgreSQL) listen for log appends."""
-    url = settings.resolved_database_url()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    await asyncio.to_thread(migrate, url)
-    db = Database(url)
-    bus = ChunkBus(reliable=False)
-    listener: asyncio.Task[None] | None = None
-    try:
-        if listen and not db.is_sqlite:
-            ready = asyncio.Event()
-            listener = asyncio.create_task(listen_forever(url, bus, ready))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ready.wait(), timeout=5)
-        client = client or await connect_temporal(settings)
-        yield Services(settings=settings, db=db, bus=bus, client=client)
-    finally:
-        if listener is not None:
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await listener
-        await db.close()
 
 
 def build_worker(services: Services, agents: AgentRegistry) -> Worker:

@@ -12,10 +12,11 @@ import uvicorn
 
 from gateway.app import create_app
 from perdure.agents_registry import load_agents
-from perdure.schedules import ensure_reconciler_schedule
-from perdure.services import Services, build_worker, open_services
-from perdure.settings import Settings
-from perdure.temporal_dev import DevServerConfig, dev_server
+from runtime.schedules import ensure_reconciler_schedule
+from runtime.services import Services, open_services
+from runtime.settings import Settings
+from runtime.temporal_dev import DevServerConfig, dev_server
+from runtime.worker import build_worker
 from storage.migrate import migrate
 
 log = logging.getLogger("perdure")

@@ -1,0 +1,67 @@
+"""Dependencies between Perdure's packages point one way (docs/architecture.md, "Packages")."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = {
+    "domain",
+    "perdure",
+    "workflows",
+    "storage",
+    "turn_control",
+    "activities",
+    "runtime",
+    "gateway",
+    "commands",
+}
+ALLOWED: dict[str, set[str]] = {
+    "domain": set(),
+    "perdure": {"domain"},
+    "workflows": {"domain"},
+    "storage": {"domain"},
+    "turn_control": {"domain", "storage"},
+    "activities": {"domain", "perdure", "storage", "turn_control"},
+    "runtime": {"domain", "perdure", "storage", "turn_control", "activities", "workflows"},
+    "gateway": {"domain", "storage", "turn_control", "runtime"},
+    "commands": PACKAGES,
+}
+
+
+def _imported_packages(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found & PACKAGES
+
+
+def _violations(package: str) -> list[str]:
+    allowed = ALLOWED[package] | {package}
+    problems = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        for imported in sorted(_imported_packages(path) - allowed):
+            problems.append(f"{path.relative_to(ROOT)} imports {imported}")
+    return problems
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_package_imports_only_the_layers_below_it(package: str) -> None:
+    assert _violations(package) == []
+
+
+def test_the_gateway_never_loads_the_worker_assembly() -> None:
+    """The gateway never runs user code or talks to a provider (DESIGN §2)."""
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "gateway").rglob("*.py")
+        if "runtime.worker" in path.read_text()
+    ]
+    assert offenders == []

@@ -1,0 +1,1 @@
+"""Start, signal, cancel and inspect turn workflows through the Temporal client."""
