@@ -10,7 +10,7 @@ from typing import Any
 
 from domain.ui import Chunk
 from storage.bus import ChunkBus
-from storage.chunks import ProviderCursor, append_chunks
+from storage.chunks import LogWriter, ProviderCursor, append_chunks
 from storage.db import Database
 
 
@@ -21,13 +21,13 @@ class ChunkWriter:
         bus: ChunkBus,
         *,
         message_id: str,
-        attempt: int,
+        writer: LogWriter,
         submission_id: str,
     ) -> None:
         self._db = db
         self._bus = bus
         self._message_id = message_id
-        self._attempt = attempt
+        self._writer = writer
         self._submission_id = submission_id
         self._buffer: list[Chunk] = []
         self._cursor: dict[str, Any] | None = None
@@ -59,7 +59,7 @@ class ChunkWriter:
                     self._db,
                     message_id=self._message_id,
                     chunks=batch,
-                    attempt=self._attempt,
+                    writer=self._writer,
                     cursor=ProviderCursor(self._submission_id, cursor) if cursor else None,
                 )
                 self._bus.publish(self._message_id)

@@ -1,12 +1,23 @@
-"""One model step: recover if this is a retry, repair, stream the provider into the log."""
+"""The model step activity: recover if this is a retry, repair, stream the provider into the log."""
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities._support import heartbeating, run_hook
+from activities._support import (
+    call_hook,
+    current_writer,
+    heartbeating,
+    required_hook_failure,
+    resolve_agent,
+    run_hook,
+    superseded,
+)
 from activities.chunk_writer import ChunkWriter
 from activities.errors import provider_failure
 from activities.events import emit
@@ -16,39 +27,80 @@ from activities.transcript_repair import repair_transcript
 from activities.watched_stream import ProviderStalled, StreamTarget, stream_into_log
 from domain.continuation import StepState, step_state
 from domain.conversation import to_conversation
+from domain.names import MODEL_STEP_ACTIVITY
 from domain.payloads import ModelStepInput, ModelStepResult, ToolCallRef
 from domain.reducer import reduce_chunks
 from domain.step_chunks import StepChunker
-from domain.turn_chunks import close_open_text, pending_tool_calls, start_chunk
+from domain.turn_chunks import REGENERATE_NOTICE, close_open_text, pending_tool_calls, start_chunk
 from domain.ui import Chunk, UIMessage
 from perdure.agent import Agent, TurnContext
+from perdure.agents_registry import AgentRegistry
+from perdure.recovery import bind_stash, unbind_stash
 from perdure.tools import ToolDefinition
-from storage.chunks import load_log
+from storage.bus import ChunkBus
+from storage.chunks import StaleWriter, claim_log, load_log
 from storage.db import Database
 from storage.messages import active_path
+from storage.submissions import get_submission, save_stash
 from storage.tables import Submission
 
 log = logging.getLogger(__name__)
 
 
-class ModelStep:
+class ModelStepActivity:
+    """`perdure.model_step`: one call of the model, streamed into the answer's log."""
+
     def __init__(
         self,
         *,
         db: Database,
-        recovery: RecoveryGate,
+        bus: ChunkBus,
+        agents: AgentRegistry,
+        client: Client,
+        task_queue: str,
         default_model: str,
         provider_for: Callable[[str], Provider],
     ) -> None:
         self._db = db
-        self._recovery = recovery
+        self._bus = bus
+        self._agents = agents
+        self._recovery = RecoveryGate(db=db, client=client, task_queue=task_queue)
         self._default_model = default_model
         self._provider_for = provider_for
 
-    async def run(
+    @activity.defn(name=MODEL_STEP_ACTIVITY)
+    async def model_step(self, step: ModelStepInput) -> ModelStepResult:
+        # From the first line: a slow store or a slow hook must never look like a dead worker.
+        async with heartbeating():
+            agent = resolve_agent(self._agents, step.agent)
+            submission = await get_submission(self._db, step.submission_id)
+            if submission is None:
+                raise ApplicationError(
+                    f"submission {step.submission_id} is gone", non_retryable=True
+                )
+            writer = current_writer()
+            token = bind_stash(stash_writer(self._db, submission.id))
+            try:
+                # Fence off earlier attempts before reading the log they may still write to.
+                await claim_log(self._db, message_id=step.assistant_message_id, writer=writer)
+                chunks = ChunkWriter(
+                    self._db,
+                    self._bus,
+                    message_id=step.assistant_message_id,
+                    writer=writer,
+                    submission_id=submission.id,
+                )
+                return await self._run(agent, step, submission, chunks)
+            except StaleWriter as error:
+                raise superseded(error) from error
+            finally:
+                unbind_stash(token)
+
+    async def _run(
         self, agent: Agent, step: ModelStepInput, submission: Submission, writer: ChunkWriter
     ) -> ModelStepResult:
-        context = _turn_context(step, agent)
+        context = turn_context(agent, submission)
+        limit = agent.hook_timeout.total_seconds()
         model = agent.model or self._default_model
         try:
             provider = self._provider_for(model)
@@ -65,14 +117,18 @@ class ModelStep:
         history: list[UIMessage] | None = None
         if recovering:
             # Judged on the log as the interrupted attempt left it.
-            start = await self._recovery.begin(
-                agent, step, submission, log_so_far, reduce_chunks(log_so_far)
-            )
+            try:
+                start = await self._recovery.begin(
+                    agent, step, submission, log_so_far, reduce_chunks(log_so_far)
+                )
+            except ApplicationError:
+                await cancel_at_provider(provider, submission.provider_cursor)
+                raise
             history = start.history
         if first_attempt_wrote_nothing:
             # `start` always opens the log, even when a recovery notice follows at once.
             add([start_chunk(step.assistant_message_id, step.submission_id)])
-            await run_hook("on_turn_start", lambda: agent.on_turn_start(context))
+            await run_hook("on_turn_start", lambda: agent.on_turn_start(context), limit=limit)
         if recovering:
             add([start.notice])
         add(
@@ -93,7 +149,7 @@ class ModelStep:
                 await self._recovery.completed(submission)
             pending = pending_tool_calls(state)
             reason = "tool-calls" if pending else "stop"
-            return _result(agent, tools, pending, reason, reduce_chunks(log_so_far).steps)
+            return step_result(agent, tools, pending, reason, reduce_chunks(log_so_far).steps)
         if state.started and state.has_tool_calls:
             # Its tool calls were settled above; the model goes on in a fresh step.
             add(close_open_text(state) + [{"type": "finish-step"}, {"type": "start-step"}])
@@ -122,25 +178,30 @@ class ModelStep:
             if provider.supports_resume and cursor and cursor.get("step") == log_step
             else None
         )
+        try:
+            system = await call_hook(
+                "instructions", lambda: agent.instructions(context), limit=limit
+            )
+        except Exception as error:
+            raise required_hook_failure("instructions", error) from error
         request = ModelRequest(
             model=model.split(":", 1)[-1],
-            system=await agent.instructions(context),
+            system=system,
             conversation=to_conversation(history),
             tools=[definition.spec() for definition in tools.values()],
             prefill=None if resume else state.prefill,
             resume=resume,
             max_output_tokens=agent.max_output_tokens,
+            thinking_budget_tokens=agent.thinking_budget_tokens,
         )
-        chunker = await self._stream(
-            provider, request, writer, state, log_step, agent, step, submission
-        )
+        chunker = await self._stream(provider, request, writer, state, log_step, agent, step)
         writer.add(chunker.close() + [{"type": "finish-step"}])
         await writer.flush()
         if recovering:
             await self._recovery.completed(submission)
         made = [(call.id, call.name) for call in chunker.tool_calls]
         reason = chunker.finish.reason if chunker.finish else "other"
-        return _result(agent, tools, made, reason, log_step + 1)
+        return step_result(agent, tools, made, reason, log_step + 1)
 
     async def _stream(
         self,
@@ -151,7 +212,6 @@ class ModelStep:
         log_step: int,
         agent: Agent,
         step: ModelStepInput,
-        submission: Submission,
     ) -> StepChunker:
         """Stream the step; fall back from a lost resumable response to a prefill, and from a
         refused prefill to regenerating the step."""
@@ -161,8 +221,7 @@ class ModelStep:
         while True:
             target = StreamTarget(writer=writer, chunker=chunker, log_step=log_step)
             try:
-                async with heartbeating():
-                    await stream_into_log(provider, request, target, stall_timeout=stall)
+                await stream_into_log(provider, request, target, stall_timeout=stall)
                 return chunker
             except ProviderStalled:
                 await writer.flush()
@@ -178,45 +237,67 @@ class ModelStep:
             except ProviderError as error:
                 await writer.flush()
                 if request.resume is not None and not error.retryable:
-                    log.warning("cannot re-attach (%s); continuing by prefill", error)
+                    log.warning(
+                        "cannot re-attach (%s); continuing by %s",
+                        error,
+                        provider.continuation_for(request.model_copy(update={"resume": None})).via,
+                    )
                     prefill = state.prefill
                     request = request.model_copy(update={"resume": None, "prefill": prefill})
                     continue
                 if error.prefill_rejected and request.prefill:
-                    writer.add(
-                        chunker.close()
-                        + [
-                            {
-                                "type": "data-recovery",
-                                "data": {"action": "regenerate"},
-                                "transient": True,
-                            }
-                        ]
-                    )
+                    writer.add(chunker.close() + [REGENERATE_NOTICE])
                     request = request.model_copy(update={"prefill": None})
                     chunker = StepChunker(step.step, attempt=attempt, variant="regen")
                     continue
                 raise provider_failure(error, label=provider.label) from error
+            except asyncio.CancelledError:
+                # Stopped by the user: the background response must not run on at the provider.
+                await asyncio.shield(cancel_at_provider(provider, target.last_cursor))
+                await writer.flush()
+                raise
             except BaseException:
                 await writer.flush()
                 raise
 
 
-def _turn_context(step: ModelStepInput, agent: Agent) -> TurnContext:
+PROVIDER_CANCEL_TIMEOUT = 5.0
+
+
+async def cancel_at_provider(provider: Provider, cursor: dict[str, Any] | None) -> None:
+    """Best effort, bounded: stop a server-side response nobody will read any more."""
+    if not provider.supports_cancel or not cursor or "response_id" not in cursor:
+        return
+    try:
+        async with asyncio.timeout(PROVIDER_CANCEL_TIMEOUT):
+            await provider.cancel(str(cursor["response_id"]))
+    except Exception as error:  # noqa: BLE001 - the turn ends either way
+        log.warning("could not cancel response %s at %s: %s", cursor, provider.label, error)
+
+
+def stash_writer(db: Database, submission_id: str) -> Callable[[Any], Awaitable[None]]:
+    async def write(data: Any) -> None:
+        await save_stash(db, submission_id=submission_id, data=data)
+
+    return write
+
+
+def turn_context(agent: Agent, submission: Submission) -> TurnContext:
     return TurnContext(
-        session_id=step.session_id,
-        submission_id=step.submission_id,
-        assistant_message_id=step.assistant_message_id,
+        tenant_id=submission.tenant_id,
+        session_id=submission.session_id,
+        submission_id=submission.id,
+        assistant_message_id=submission.assistant_message_id,
         agent=agent.name,
     )
 
 
-def _result(
+def step_result(
     agent: Agent,
     tools: dict[str, ToolDefinition],
     calls: list[tuple[str, str]],
     finish_reason: str,
-    log_steps: int,
+    next_step: int,
 ) -> ModelStepResult:
     """The step's result; `calls` are `(tool_call_id, tool_name)` for the workflow to run."""
     return ModelStepResult(
@@ -230,5 +311,5 @@ def _result(
             for call_id, name in calls
         ],
         max_steps=agent.max_steps,
-        log_steps=log_steps,
+        next_step=next_step,
     )

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
+from activities._support import call_hook, current_writer
 from activities.events import emit
 from domain.names import (
     RECOVERY_EXHAUSTED,
@@ -34,7 +35,7 @@ from perdure.recovery import ChatRecoveryContext, RecoveryBootContext, RecoveryO
 from storage.db import Database
 from storage.incidents import load_incident, save_incident
 from storage.messages import active_path
-from storage.submissions import queued_after, reorder_queue
+from storage.submissions import apply_recovery_plan, queued_after
 from storage.tables import Submission
 from storage.timing import now
 from turn_control.client import signal_turn
@@ -92,8 +93,8 @@ class RecoveryGate:
             )
         if decision.exhausted is not None:
             raise ApplicationError(
-                f"recovery exhausted ({decision.exhausted}) after {incident.attempt - 1} attempts "
-                f"without progress",
+                f"recovery exhausted ({decision.exhausted}): {incident.total_attempts - 1} "
+                f"recovery attempts in this turn, {incident.attempt - 1} in a row without progress",
                 {"reason": decision.exhausted, "incidentId": incident.incident_id},
                 type=RECOVERY_EXHAUSTED,
                 non_retryable=True,
@@ -176,7 +177,11 @@ class RecoveryGate:
             created_at=datetime.fromtimestamp(incident.first_seen_at, UTC),
         )
         try:
-            return await agent.on_chat_recovery(context)
+            return await call_hook(
+                "on_chat_recovery",
+                lambda: agent.on_chat_recovery(context),
+                limit=agent.hook_timeout.total_seconds(),
+            )
         except Exception:
             log.exception("on_chat_recovery failed; recovering by default")
             return RecoveryOptions()
@@ -214,7 +219,11 @@ class RecoveryGate:
             queued=follow_ups,
         )
         try:
-            plan = await agent.on_recovery_boot(context)
+            plan = await call_hook(
+                "on_recovery_boot",
+                lambda: agent.on_recovery_boot(context),
+                limit=agent.hook_timeout.total_seconds(),
+            )
         except Exception:
             log.exception("on_recovery_boot failed; using the default chain")
             plan = default
@@ -232,8 +241,15 @@ class RecoveryGate:
     ) -> None:
         skipped = set(skipped_follow_ups(follow_ups, plan))
         keep = [i for i in plan.follow_ups if i in {q.id for q in queued}]
-        await reorder_queue(self._db, session_id=submission.session_id, keep=keep)
+        await apply_recovery_plan(
+            self._db,
+            session_id=submission.session_id,
+            keep=keep,
+            skip=sorted(skipped),
+            writer=current_writer(),
+        )
         for row in queued:
             if row.id not in skipped:
                 continue
+            # Already `skipped` in the store; the signal just lets its workflow end.
             await signal_turn(self._client, row, task_queue=self._task_queue, signal=SKIP_SIGNAL)

@@ -1,7 +1,9 @@
 """Before every model call: settle tool calls that never got a result (never re-run them)."""
 
+import functools
 import logging
 
+from activities._support import call_hook
 from activities.events import emit
 from domain.reducer import Reduction
 from domain.repair import default_repair, repair_chunks, unsettled_tool_parts
@@ -23,7 +25,11 @@ async def repair_transcript(
     normalized: list[str] = []
     for part in unsettled:
         try:
-            repaired = await agent.repair_interrupted_tool_part(dict(part))
+            repaired = await call_hook(
+                "repair_interrupted_tool_part",
+                functools.partial(agent.repair_interrupted_tool_part, dict(part)),
+                limit=agent.hook_timeout.total_seconds(),
+            )
         except Exception:
             log.exception("repair_interrupted_tool_part failed; using the default repair")
             repaired = default_repair(part)
@@ -36,7 +42,6 @@ async def repair_transcript(
         submission_id=submission_id,
         type="chat.transcript.repaired",
         toolCallIds=[part["toolCallId"] for part in unsettled],
-        removedToolCalls=0,
         normalizedInputs=normalized,
     )
     return chunks

@@ -1,7 +1,8 @@
 """Stream one provider request into the log, aborting when the provider stalls."""
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
@@ -13,12 +14,14 @@ from domain.step_chunks import StepChunker
 from domain.ui import Chunk
 
 
-@dataclass(frozen=True)
+@dataclass
 class StreamTarget:
     writer: ChunkWriter
     chunker: StepChunker
     log_step: int
     """Index of the step in the log, stored with a resumable provider's cursor."""
+    last_cursor: dict[str, Any] | None = field(default=None)
+    """Where the provider's server-side response stands (to cancel it on a stop)."""
 
 
 class ProviderStalled(ApplicationError):
@@ -55,6 +58,7 @@ async def stream_into_log(
                     "sequence_number": event.sequence_number,
                 }
                 target.writer.add(held + chunks, cursor=cursor)
+                target.last_cursor = cursor
                 held = []
             elif provider.supports_resume:
                 held.extend(chunks)

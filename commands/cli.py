@@ -2,13 +2,15 @@
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import signal
+import time
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
+from temporalio.worker import Worker
 
 from gateway.app import create_app
 from perdure.agents_registry import load_agents
@@ -16,7 +18,7 @@ from runtime.schedules import ensure_reconciler_schedule
 from runtime.services import Services, open_services
 from runtime.settings import Settings
 from runtime.temporal_dev import DevServerConfig, dev_server
-from runtime.worker import build_worker
+from runtime.worker import ActivityTracker, build_worker
 from storage.migrate import migrate
 
 log = logging.getLogger("perdure")
@@ -30,24 +32,74 @@ def _gateway_server(services: Services | None, settings: Settings) -> uvicorn.Se
     return uvicorn.Server(config)
 
 
-async def _until_stopped(*tasks: Callable[[], Coroutine[Any, Any, Any]]) -> None:
-    """Run until any task ends or SIGINT/SIGTERM; then stop the rest."""
-    stop = asyncio.Event()
+@dataclass(frozen=True)
+class _Service:
+    """Something a command runs until it is told to stop."""
+
+    run: Callable[[], Coroutine[Any, Any, Any]]
+    stop: Callable[[], Coroutine[Any, Any, Any]]
+    """Ask it to end gracefully; `run` returns when it has."""
+
+
+async def _until_stopped(*services: _Service) -> None:
+    """Run until any service ends or SIGINT/SIGTERM; then stop the others gracefully. A second
+    signal while stopping cancels whatever is still running."""
+    stop, force = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        (force if stop.is_set() else stop).set()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    running: list[asyncio.Task[Any]] = [asyncio.create_task(task()) for task in tasks]
+        loop.add_signal_handler(signum, on_signal)
+    running = [asyncio.create_task(service.run()) for service in services]
     stopper = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait([*running, stopper], return_when=asyncio.FIRST_COMPLETED)
-    for task in [*running, stopper]:
+    await asyncio.wait([*running, stopper], return_when=asyncio.FIRST_COMPLETED)
+    stop.set()
+    stopper.cancel()
+    stopping = [
+        asyncio.create_task(service.stop())
+        for service, task in zip(services, running, strict=True)
+        if not task.done()
+    ]
+    forcer = asyncio.create_task(force.wait())
+    await asyncio.wait([*running, forcer], return_when=asyncio.FIRST_COMPLETED)
+    while not all(task.done() for task in running) and not forcer.done():
+        await asyncio.wait([*running, forcer], return_when=asyncio.FIRST_COMPLETED)
+    if forcer.done():
+        log.warning("stopping at once (second signal)")
+    for task in [*running, *stopping, forcer]:
         task.cancel()
-    for task in running:
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-    for task in done:
-        failure = None if task is stopper or task.cancelled() else task.exception()
-        if failure is not None:
-            raise failure
+    outcomes = await asyncio.gather(*running, *stopping, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
+            raise outcome
+
+
+def _serving(server: uvicorn.Server) -> _Service:
+    async def stop() -> None:
+        server.should_exit = True
+
+    return _Service(run=server.serve, stop=stop)
+
+
+def _working(worker: Worker, tracker: ActivityTracker, grace: float) -> _Service:
+    async def stop() -> None:
+        started = time.monotonic()
+        log.info(
+            "worker shutting down: polling stopped; %d running activities have up to %g s "
+            "to finish (PERDURE_WORKER_SHUTDOWN_GRACE)",
+            tracker.running,
+            grace,
+        )
+        await worker.shutdown()
+        log.info(
+            "worker stopped after %.1f s; %d activities handed over to other workers",
+            time.monotonic() - started,
+            tracker.handed_over,
+        )
+
+    return _Service(run=worker.run, stop=stop)
 
 
 async def _dev(settings: Settings) -> None:
@@ -61,7 +113,8 @@ async def _dev(settings: Settings) -> None:
         async with open_services(settings) as services:
             services.eager_start = True
             services.bus.reliable = True  # the worker publishes on this very bus
-            worker = build_worker(services, load_agents(settings.agents))
+            tracker = ActivityTracker()
+            worker = build_worker(services, load_agents(settings.agents), tracker)
             await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)
             server = _gateway_server(services, settings)
             print(f"Perdure is running (model: {settings.model})")
@@ -69,21 +122,24 @@ async def _dev(settings: Settings) -> None:
             print(f"  API docs     http://{settings.host}:{settings.port}/docs")
             print(f"  Temporal UI  http://127.0.0.1:{settings.ui_port}")
             print(f"  store        {settings.resolved_database_url()}")
-            await _until_stopped(worker.run, server.serve)
+            await _until_stopped(
+                _working(worker, tracker, settings.worker_shutdown_grace), _serving(server)
+            )
 
 
 async def _worker(settings: Settings) -> None:
     async with open_services(settings, listen=False) as services:
-        worker = build_worker(services, load_agents(settings.agents))
+        tracker = ActivityTracker()
+        worker = build_worker(services, load_agents(settings.agents), tracker)
         await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)
         print(f"Perdure worker on {settings.temporal_address} (model: {settings.model})")
-        await _until_stopped(worker.run)
+        await _until_stopped(_working(worker, tracker, settings.worker_shutdown_grace))
 
 
 async def _gateway(settings: Settings) -> None:
     server = _gateway_server(None, settings)
     print(f"Perdure gateway on http://{settings.host}:{settings.port}")
-    await _until_stopped(server.serve)
+    await _until_stopped(_serving(server))
 
 
 def main(argv: list[str] | None = None) -> None:

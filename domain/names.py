@@ -28,6 +28,8 @@ def turn_workflow_id(submission_id: str) -> str:
 RECOVERY_EXHAUSTED: Final = "RecoveryExhausted"
 RECOVERY_SKIPPED: Final = "RecoverySkipped"
 PROVIDER_STALLED: Final = "ProviderStalled"
+HOOK_TIMED_OUT: Final = "HookTimedOut"
+SUPERSEDED: Final = "AttemptSuperseded"
 
 
 def reconciler_schedule_id(task_queue: str) -> str:

@@ -6,7 +6,7 @@ O(steps) however long a conversation grows.
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 Outcome = Literal["completed", "aborted", "error", "skipped"]
 
@@ -23,6 +23,7 @@ class TurnInput(BaseModel):
 class TurnResult(BaseModel):
     outcome: Outcome
     steps: int
+    """Model steps in the answer's log."""
 
 
 class ModelStepInput(BaseModel):
@@ -31,8 +32,9 @@ class ModelStepInput(BaseModel):
     assistant_message_id: str
     agent: str
     step: int = Field(ge=0)
-    """Steps the log held when the workflow asked for this one; retries keep it, so an
-    attempt can tell a step an earlier attempt opened (or finished) from a new one."""
+    """The step's index in the answer's log (steps are counted there and nowhere else);
+    retries keep it, so an attempt can tell a step an earlier attempt opened (or finished)
+    from a new one."""
 
 
 class ToolCallRef(BaseModel):
@@ -45,8 +47,9 @@ class ModelStepResult(BaseModel):
     finish_reason: str
     tool_calls: list[ToolCallRef] = Field(default_factory=list)
     max_steps: int
-    log_steps: int
-    """Steps in the log afterwards (a repair may add one): the `step` of the next call."""
+    next_step: int = Field(validation_alias=AliasChoices("next_step", "log_steps"))
+    """The `step` of the next call: the steps in the log afterwards (a repair may add one).
+    Histories recorded before the rename carry it as `log_steps`."""
 
 
 class RunToolInput(BaseModel):

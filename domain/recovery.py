@@ -10,7 +10,12 @@ from domain.ui import Chunk
 
 RecoveryKind = Literal["retry", "continue"]
 IncidentStatus = Literal["attempting", "completed", "skipped", "exhausted"]
-ExhaustionReason = Literal["no_progress_timeout", "max_attempts_exceeded"]
+ExhaustionReason = Literal[
+    "total_attempts_exceeded",
+    "recovery_time_exceeded",
+    "no_progress_timeout",
+    "max_attempts_exceeded",
+]
 
 RECOVERY_NOTICE = "data-recovery"
 """Transient chunk type telling clients a recovery happened (not stored in the message)."""
@@ -39,6 +44,10 @@ class Incident(BaseModel):
     last_progress_at: float
     status: IncidentStatus = "attempting"
     reason: str | None = None
+    total_attempts: int = 1
+    """Recovery attempts over the whole turn, across incidents; never reset."""
+    turn_first_seen_at: float | None = None
+    """The turn's first recovery, across incidents; never reset."""
 
 
 class IncidentDecision(BaseModel):
@@ -57,7 +66,9 @@ def evaluate_incident(
     now: float,
     policy: RecoveryPolicy,
 ) -> IncidentDecision:
-    """Count a recovery attempt: attempts without progress count, progress resets them."""
+    """Count a recovery attempt: attempts without progress count, progress resets them; the
+    turn's total attempts and recovery time are never reset (precedence as the seeds list:
+    the total budgets first, then no progress, then attempts in a row)."""
     fresh = existing is None or existing.status in ("completed", "skipped")
     if fresh:
         incident = Incident(
@@ -68,6 +79,8 @@ def evaluate_incident(
             first_seen_at=now,
             last_attempt_at=now,
             last_progress_at=now,
+            total_attempts=existing.total_attempts + 1 if existing else 1,
+            turn_first_seen_at=_turn_start(existing, now),
         )
     else:
         assert existing is not None
@@ -80,16 +93,31 @@ def evaluate_incident(
                 "last_attempt_at": now,
                 "last_progress_at": now if advanced else existing.last_progress_at,
                 "status": "attempting",
+                "total_attempts": existing.total_attempts + 1,
+                "turn_first_seen_at": _turn_start(existing, now),
             }
         )
     exhausted: ExhaustionReason | None = None
-    if now - incident.last_progress_at > policy.no_progress_timeout.total_seconds():
+    turn_started = incident.turn_first_seen_at if incident.turn_first_seen_at is not None else now
+    if incident.total_attempts > policy.max_total_attempts:
+        exhausted = "total_attempts_exceeded"
+    elif now - turn_started > policy.max_recovery_time.total_seconds():
+        exhausted = "recovery_time_exceeded"
+    elif now - incident.last_progress_at > policy.no_progress_timeout.total_seconds():
         exhausted = "no_progress_timeout"
     elif incident.attempt > policy.max_attempts:
         exhausted = "max_attempts_exceeded"
     if exhausted is not None:
         incident = incident.model_copy(update={"status": "exhausted", "reason": exhausted})
     return IncidentDecision(incident=incident, detected=fresh, exhausted=exhausted)
+
+
+def _turn_start(existing: Incident | None, now: float) -> float:
+    if existing is None:
+        return now
+    if existing.turn_first_seen_at is not None:
+        return existing.turn_first_seen_at
+    return existing.first_seen_at
 
 
 def recovery_notice(incident: Incident, *, max_attempts: int, action: str) -> Chunk:

@@ -4,7 +4,7 @@ from domain.continuation import StepState
 from domain.payloads import FinishTurnInput
 from domain.recovery import RECOVERY_NOTICE
 from domain.reducer import reduce_chunks
-from domain.repair import is_tool_part
+from domain.repair import default_repair, is_tool_part, repair_chunks, unsettled_tool_parts
 from domain.ui import Chunk
 
 REGENERATE_NOTICE: Chunk = {
@@ -39,6 +39,25 @@ def pending_tool_calls(state: StepState) -> list[tuple[str, str]]:
     ]
 
 
+_UNSETTLED_BECAUSE = {
+    "aborted": "The turn was stopped before the tool call returned a result.",
+    "skipped": "The turn was skipped before the tool call returned a result.",
+    "error": "The turn ended with an error before the tool call returned a result.",
+    "exhausted": "The turn could not recover before the tool call returned a result.",
+    "completed": "The turn ended before the tool call returned a result.",
+}
+
+
+def settle_open_tool_calls(logged: list[Chunk], reason: str) -> list[Chunk]:
+    """An errored result, saying why, for every tool call the log leaves open: a stored answer
+    with an unanswered call is a request every provider rejects (OpenAI: tool messages must
+    answer each `tool_call_id`; Anthropic: each `tool_use` needs a `tool_result`)."""
+    chunks: list[Chunk] = []
+    for part in unsettled_tool_parts(reduce_chunks(logged)):
+        chunks += repair_chunks(part, {**default_repair(part), "errorText": reason})
+    return chunks
+
+
 def closing_chunks(
     logged: list[Chunk], turn: FinishTurnInput, terminal_message: str
 ) -> list[Chunk]:
@@ -49,6 +68,8 @@ def closing_chunks(
     closing: list[Chunk] = []
     if not logged:
         closing.append(start_chunk(turn.assistant_message_id, turn.submission_id))
+    ending = "exhausted" if turn.exhausted else turn.outcome
+    closing += settle_open_tool_calls(logged, _UNSETTLED_BECAUSE[ending])
     if reduction.open_text_id is not None:
         closing.append({"type": "text-end", "id": reduction.open_text_id})
     if reduction.step_open:

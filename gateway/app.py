@@ -7,7 +7,9 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from gateway.errors import install_error_handlers
+from gateway.middleware import RequestIdMiddleware
 from gateway.routes import chat, health, sessions
+from gateway.schemas import ERROR_RESPONSES
 from runtime.services import Services, open_services
 from runtime.settings import Settings
 
@@ -33,7 +35,9 @@ def create_app(*, services: Services | None = None, settings: Settings | None = 
         summary="Durable AI-chat agents on Temporal",
         lifespan=lifespan,
         generate_unique_id_function=_operation_id,
+        responses=ERROR_RESPONSES,
     )
+    app.add_middleware(RequestIdMiddleware)
     if services is not None:
         app.state.services = services
     install_error_handlers(app)

@@ -1,26 +1,118 @@
-"""Every error leaves the gateway as JSON: `{"error": {"code": ..., "message": ...}}`."""
+"""Every error leaves the gateway as JSON: `{"error": {"code", "message", "requestId", ...}}`.
 
+An unreachable store or Temporal is a `503` with `Retry-After`; anything unexpected is a `500`
+that says nothing about the internals (the log has the details, under the request id).
+"""
+
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from temporalio.service import RPCError, RPCStatusCode
 
+from gateway.request_id import current_request_id
 from storage.errors import MessageConflict, SessionNotFound
+
+log = logging.getLogger("perdure.gateway")
+
+RETRY_AFTER_SECONDS = 5
+"""What a 503 tells the client to wait before it retries."""
+TRANSIENT_RPC_STATUSES = frozenset(
+    {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.RESOURCE_EXHAUSTED}
+)
+STORE_UNAVAILABLE = "store_unavailable"
+TEMPORAL_UNAVAILABLE = "temporal_unavailable"
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, **details: Any) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        headers: dict[str, str] | None = None,
+        **details: Any,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers
         self.details = details
 
 
+def unavailable(code: str, message: str) -> ApiError:
+    return ApiError(503, code, message, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+
+def store_unreachable(error: BaseException) -> bool:
+    """The store could not be reached or dropped the connection (not a bad statement)."""
+    if isinstance(
+        error,
+        sa_exc.OperationalError
+        | sa_exc.InterfaceError
+        | sa_exc.TimeoutError
+        | sa_exc.DisconnectionError,
+    ):
+        return True
+    return isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated
+
+
+def temporal_unreachable(error: BaseException) -> bool:
+    return isinstance(error, RPCError) and error.status in TRANSIENT_RPC_STATUSES
+
+
 def error_body(code: str, message: str, **details: Any) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, **details}}
+    return {
+        "error": {"code": code, "message": message, **details, "requestId": current_request_id()}
+    }
+
+
+def error_response(
+    status: int, code: str, message: str, *, headers: dict[str, str] | None = None, **details: Any
+) -> JSONResponse:
+    return JSONResponse(error_body(code, message, **details), status_code=status, headers=headers)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:500]
+
+
+def response_for(error: Exception) -> JSONResponse:
+    """The JSON answer to an exception that no route turned into an `ApiError`."""
+    if isinstance(error, ApiError):
+        return error_response(
+            error.status, error.code, error.message, headers=error.headers, **error.details
+        )
+    request_id = current_request_id()
+    if store_unreachable(error):
+        log.warning("store unreachable (request %s): %s", request_id, _first_line(error))
+        return _unavailable_response(
+            STORE_UNAVAILABLE, "The store cannot be reached; nothing was changed. Retry shortly."
+        )
+    if temporal_unreachable(error):
+        log.warning("Temporal unreachable (request %s): %s", request_id, _first_line(error))
+        return _unavailable_response(
+            TEMPORAL_UNAVAILABLE, "Temporal cannot be reached; nothing was changed. Retry shortly."
+        )
+    log.error("unexpected error (request %s)", request_id, exc_info=error)
+    return error_response(
+        500,
+        "internal_error",
+        "An unexpected error occurred. Quote the request id if you report it.",
+    )
+
+
+def _unavailable_response(code: str, message: str) -> JSONResponse:
+    error = unavailable(code, message)
+    return error_response(error.status, error.code, error.message, headers=error.headers)
 
 
 def _location(error: dict[str, Any]) -> str:
@@ -30,9 +122,7 @@ def _location(error: dict[str, Any]) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, error: ApiError) -> JSONResponse:
-        return JSONResponse(
-            error_body(error.code, error.message, **error.details), status_code=error.status
-        )
+        return response_for(error)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
@@ -40,22 +130,29 @@ def install_error_handlers(app: FastAPI) -> None:
             {"field": _location(e), "message": str(e.get("msg", ""))} for e in error.errors()
         ]
         summary = "; ".join(f"{p['field'] or 'body'}: {p['message']}" for p in problems[:5])
-        return JSONResponse(
-            error_body("invalid_request", summary, problems=problems), status_code=422
-        )
+        return error_response(422, "invalid_request", summary, problems=problems)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, error: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse(
-            error_body("http_error", str(error.detail)),
-            status_code=error.status_code,
+        return error_response(
+            error.status_code,
+            _HTTP_CODES.get(error.status_code, "http_error"),
+            str(error.detail),
             headers=getattr(error, "headers", None),
         )
 
     @app.exception_handler(SessionNotFound)
     async def _not_found(_: Request, error: SessionNotFound) -> JSONResponse:
-        return JSONResponse(error_body(error.code, str(error)), status_code=404)
+        return error_response(404, error.code, str(error))
 
     @app.exception_handler(MessageConflict)
     async def _conflict(_: Request, error: MessageConflict) -> JSONResponse:
-        return JSONResponse(error_body(error.code, str(error)), status_code=409)
+        return error_response(409, error.code, str(error))
+
+    @app.exception_handler(sa_exc.SQLAlchemyError)
+    async def _store(_: Request, error: sa_exc.SQLAlchemyError) -> JSONResponse:
+        return response_for(error)
+
+    @app.exception_handler(RPCError)
+    async def _temporal(_: Request, error: RPCError) -> JSONResponse:
+        return response_for(error)

@@ -1,7 +1,8 @@
 """Request and response bodies of the HTTP API."""
 
+import copy
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -37,6 +38,83 @@ class ChatRequest(BaseModel):
         return self.messages[-1]
 
 
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with its `$defs` references replaced by the definitions (no recursion here)."""
+    definitions = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            reference = node.get("$ref")
+            if isinstance(reference, str) and reference.startswith("#/$defs/"):
+                return resolve(copy.deepcopy(definitions[reference.removeprefix("#/$defs/")]))
+            return {key: resolve(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [resolve(item) for item in node]
+        return node
+
+    resolved: dict[str, Any] = resolve(schema)
+    return resolved
+
+
+def _chat_request_schema() -> dict[str, Any]:
+    """`ChatRequest` for the OpenAPI document, with what the route checks beyond the model
+    (known part types, text parts' `text`), so clients and fuzzers see the real contract."""
+    schema = _inlined(ChatRequest.model_json_schema())
+    for message in (
+        schema["properties"]["message"]["anyOf"][0],
+        schema["properties"]["messages"]["anyOf"][0]["items"],
+    ):
+        part = message["properties"]["parts"]["items"]
+        part["properties"]["type"]["pattern"] = PART_TYPE_PATTERN
+        part["properties"]["text"] = {"type": "string", "description": "the text of a text part"}
+    return schema
+
+
+PART_TYPE_PATTERN = (
+    r"^(text|reasoning|file|step-start|source-url|source-document|dynamic-tool"
+    r"|(tool|data)-[A-Za-z0-9_.:\-]{1,128})$"
+)
+CHAT_REQUEST_BODY: dict[str, Any] = {
+    "required": True,
+    "description": "What the AI SDK's `DefaultChatTransport` sends. Only the last message is "
+    "read; the body may be up to 16 times `PERDURE_MAX_MESSAGE_BYTES`.",
+    "content": {"application/json": {"schema": _chat_request_schema()}},
+}
+"""The route reads its body itself (to cap its size), so the document is described here."""
+
+
+class Problem(BaseModel):
+    field: str
+    message: str
+
+
+class ErrorDetail(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    code: str = Field(description="What went wrong, for programs: e.g. `invalid_request`.")
+    message: str = Field(description="What went wrong, for people.")
+    requestId: str = Field(  # noqa: N815 - wire name
+        description="The request's id (also the `X-Request-ID` header): quote it in reports."
+    )
+    problems: list[Problem] | None = Field(
+        default=None, description="Each invalid field (validation errors only)."
+    )
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    "4XX": {"model": ErrorResponse, "description": "The request was refused; nothing changed"},
+    "5XX": {
+        "model": ErrorResponse,
+        "description": "503 with `Retry-After`: Temporal or the store is unreachable, retry "
+        "later; 500: an unexpected error, reported under its request id",
+    },
+}
+
+
 class SessionPublic(BaseModel):
     id: str
     title: str
@@ -65,7 +143,7 @@ class SessionsPublic(BaseModel):
 class SessionUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: str = Field(min_length=1, max_length=200)
+    title: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00]+$")
 
 
 class EventPublic(BaseModel):

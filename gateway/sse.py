@@ -1,13 +1,19 @@
-"""Relay a message's chunk log as an AI SDK UI message stream (SSE with `id: <seq>`)."""
+"""Relay a message's chunk log as an AI SDK UI message stream (SSE).
+
+Every event's id is `<submission id>:<seq>`: it names the turn as well as the position, so a
+client that reconnects with the id of an earlier turn is given the newer turn from its start.
+"""
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from fastapi.responses import StreamingResponse
 
-from domain.ui import TERMINAL_CHUNK_TYPES
+from domain.ui import TERMINAL_CHUNK_TYPES, Chunk
 from storage.bus import ChunkBus
 from storage.chunks import read_chunks
 from storage.db import Database
@@ -16,6 +22,8 @@ from storage.submissions import get_submission
 KEEP_ALIVE_SECONDS = 15.0
 RELIABLE_BUS_SAFETY_POLL = 1.0
 """Even with a wake-up bus, re-read now and then: a hint lost in a reconnect costs ≤ 1 s."""
+MAX_SEQ = 2**31 - 1
+"""The largest seq a cursor may name (the log's seq column is a 32-bit integer)."""
 
 STREAM_HEADERS = {
     "cache-control": "no-cache",
@@ -23,13 +31,42 @@ STREAM_HEADERS = {
     "x-vercel-ai-ui-message-stream": "v1",
     "x-accel-buffering": "no",
 }
-
-
-def _event(seq: int, chunk: dict[str, object]) -> str:
-    return f"id: {seq}\ndata: {json.dumps(chunk, separators=(',', ':'))}\n\n"
-
-
+OPENED = ": waiting for the turn\n\n"
+"""Sent at once when the log is still empty, so the client has the headers without waiting."""
 GONE = 'data: {"type":"error","errorText":"The session was deleted."}\n\ndata: [DONE]\n\n'
+
+_EVENT_ID = re.compile(r"^(?:(?P<submission>[A-Za-z0-9_\-]{1,64}):)?(?P<seq>-1|\d{1,10})$")
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a resuming client is: after `seq` of `submission_id`'s log (any turn when None)."""
+
+    seq: int
+    submission_id: str | None = None
+
+    @classmethod
+    def parse(cls, event_id: str) -> "Cursor | None":
+        """`<submission id>:<seq>` or a bare seq; None when it is neither."""
+        match = _EVENT_ID.match(event_id.strip())
+        if match is None or int(match["seq"]) > MAX_SEQ:
+            return None
+        return cls(seq=int(match["seq"]), submission_id=match["submission"])
+
+    def after_in(self, submission_id: str) -> int:
+        """The seq to resume `submission_id`'s log after: another turn's cursor means none."""
+        if self.submission_id is None or self.submission_id == submission_id:
+            return self.seq
+        return -1
+
+
+def event_id(submission_id: str, seq: int) -> str:
+    return f"{submission_id}:{seq}"
+
+
+def _event(submission_id: str, seq: int, chunk: Chunk) -> str:
+    data = json.dumps(chunk, separators=(",", ":"))
+    return f"id: {event_id(submission_id, seq)}\ndata: {data}\n\n"
 
 
 async def relay(
@@ -40,36 +77,51 @@ async def relay(
     submission_id: str,
     after: int,
     poll_interval: float,
+    first: tuple[asyncio.Event, list[tuple[int, Chunk]]] | None = None,
 ) -> AsyncIterator[str]:
-    """Every logged chunk after `after`, once, in order, until the log's terminal chunk."""
+    """Every logged chunk after `after`, once, in order, until the log's terminal chunk.
+
+    `first` is a waiter and the log's first read, when the caller has done that already.
+    """
     cursor = after
     quiet_since = time.monotonic()
-    while True:
+    if first is None:
         waiter = bus.waiter(message_id)
         rows = await read_chunks(db, message_id=message_id, after=cursor)
+    else:
+        waiter, rows = first
+    while True:
         for seq, chunk in rows:
-            yield _event(seq, chunk)
+            yield _event(submission_id, seq, chunk)
             cursor = seq
             if chunk.get("type") in TERMINAL_CHUNK_TYPES:
                 yield "data: [DONE]\n\n"
                 return
         if rows:
             quiet_since = time.monotonic()
-            continue
-        timeout = RELIABLE_BUS_SAFETY_POLL if bus.reliable else poll_interval
-        try:
-            async with asyncio.timeout(timeout):
-                await waiter.wait()
-        except TimeoutError:
-            if time.monotonic() - quiet_since >= KEEP_ALIVE_SECONDS:
-                if await get_submission(db, submission_id) is None:
-                    yield GONE  # deleted with its session: its log will never close
-                    return
-                yield ": keep-alive\n\n"
-                quiet_since = time.monotonic()
+        else:
+            timeout = RELIABLE_BUS_SAFETY_POLL if bus.reliable else poll_interval
+            try:
+                async with asyncio.timeout(timeout):
+                    await waiter.wait()
+            except TimeoutError:
+                if time.monotonic() - quiet_since >= KEEP_ALIVE_SECONDS:
+                    if await get_submission(db, submission_id) is None:
+                        yield GONE  # deleted with its session: its log will never close
+                        return
+                    yield ": keep-alive\n\n"
+                    quiet_since = time.monotonic()
+        waiter = bus.waiter(message_id)
+        rows = await read_chunks(db, message_id=message_id, after=cursor)
 
 
-def stream_response(
+async def _opened(events: AsyncIterator[str]) -> AsyncIterator[str]:
+    yield OPENED
+    async for event in events:
+        yield event
+
+
+async def stream_response(
     db: Database,
     bus: ChunkBus,
     *,
@@ -78,15 +130,21 @@ def stream_response(
     poll_interval: float,
     submission_id: str,
 ) -> StreamingResponse:
+    """The log's first read happens here, before the response: if the store fails, the client
+    gets a JSON error instead of a stream that breaks before its first event."""
+    waiter = bus.waiter(message_id)
+    rows = await read_chunks(db, message_id=message_id, after=after)
+    events = relay(
+        db,
+        bus,
+        message_id=message_id,
+        submission_id=submission_id,
+        after=after,
+        poll_interval=poll_interval,
+        first=(waiter, rows),
+    )
     return StreamingResponse(
-        relay(
-            db,
-            bus,
-            message_id=message_id,
-            submission_id=submission_id,
-            after=after,
-            poll_interval=poll_interval,
-        ),
+        events if rows else _opened(events),
         media_type="text/event-stream",
         headers={**STREAM_HEADERS, "x-perdure-submission-id": submission_id},
     )

@@ -10,7 +10,7 @@ from perdure.recovery import (
     RecoveryOptions,
     stash,
 )
-from perdure.tools import tool
+from perdure.tools import ToolContext, tool
 
 __all__ = [
     "Agent",
@@ -20,6 +20,7 @@ __all__ = [
     "RecoveryBootContext",
     "RecoveryOptions",
     "RecoveryPolicy",
+    "ToolContext",
     "TurnContext",
     "stash",
     "tool",

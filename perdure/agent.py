@@ -1,6 +1,7 @@
 """`Agent`: a chat agent defined in plain Python (model, system prompt, tools, hooks)."""
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, ClassVar
 
 from domain.policy import RecoveryPolicy
@@ -17,8 +18,9 @@ from perdure.tools import ToolDefinition, tool_definition
 
 @dataclass(frozen=True)
 class TurnContext:
-    """What hooks learn about the turn they run in."""
+    """What hooks learn about the turn they run in; `tenant_id` lets them scope data."""
 
+    tenant_id: str
     session_id: str
     submission_id: str
     assistant_message_id: str
@@ -28,8 +30,9 @@ class TurnContext:
 class Agent:
     """Subclass and set the class attributes; decorate async methods with `@tool`.
 
-    Hooks run inside Temporal activities, so they may do I/O; an exception in a hook is
-    logged and ignored so a broken hook cannot lose a turn.
+    Hooks run inside Temporal activities, so they may do I/O. Each runs under `hook_timeout`;
+    an exception or a timeout in a notification hook is logged and the turn goes on, so a
+    broken hook cannot lose a turn; `instructions()` failing ends the turn with a clear error.
     """
 
     name: ClassVar[str] = "default"
@@ -40,6 +43,12 @@ class Agent:
     max_steps: ClassVar[int] = 10
     max_output_tokens: ClassVar[int] = 4096
     recovery: ClassVar[RecoveryPolicy] = RecoveryPolicy()
+    hook_timeout: ClassVar[timedelta] = timedelta(seconds=30)
+    """The time limit of every hook call (and of `instructions()`)."""
+    max_tool_output_bytes: ClassVar[int] = 1_000_000
+    """A tool output larger than this (as JSON) is cut, with a visible marker."""
+    thinking_budget_tokens: ClassVar[int | None] = None
+    """Anthropic extended thinking: the budget in tokens, or None for no thinking."""
 
     def tools(self) -> dict[str, ToolDefinition]:
         found: dict[str, ToolDefinition] = {}

@@ -11,12 +11,23 @@ class UnknownAgent(LookupError):
     pass
 
 
+def _refuse_unsupported(agent: Agent) -> None:
+    """An option the code accepts either works or is refused: approvals do not work yet."""
+    for definition in agent.tools().values():
+        if definition.needs_approval:
+            raise ValueError(
+                f"agent {agent.name!r}: tool {definition.name!r} has needs_approval=True, but "
+                "tool approvals are not supported yet; remove needs_approval to serve this agent"
+            )
+
+
 class AgentRegistry:
     def __init__(self, agents: list[Agent]) -> None:
         if not agents:
             raise ValueError("no agents to serve")
         self._agents: dict[str, Agent] = {}
         for agent in agents:
+            _refuse_unsupported(agent)
             if agent.name in self._agents:
                 raise ValueError(f"two agents are named {agent.name!r}")
             self._agents[agent.name] = agent

@@ -1,42 +1,111 @@
 """The Temporal worker: turn and reconciler workflows with the turn activities."""
 
+import asyncio
+import logging
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
-from temporalio.worker import Worker
+from temporalio import activity
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+    Worker,
+)
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.finish import FinishTurnActivity, TurnFinisher
+from activities.model_step import ModelStepActivity
 from activities.providers import provider_for
-from activities.turn import TurnActivities
+from activities.reconcile import ReconcileActivity
+from activities.tool_call import ToolCallActivity
 from perdure.agents_registry import AgentRegistry
 from runtime.services import Services
 from workflows import ReconcilerWorkflow, TurnWorkflow
 
+log = logging.getLogger("perdure.worker")
 
-def build_worker(services: Services, agents: AgentRegistry) -> Worker:
-    activities = TurnActivities(
-        db=services.db,
-        bus=services.bus,
+
+class ActivityTracker(Interceptor):
+    """Counts the activities this worker runs, and those a shutdown handed over: still running
+    when the grace period ended, cancelled by the SDK with reason *worker shutdown*, which
+    Temporal records as a retryable `WorkerShutdown` failure and retries on another worker."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.handed_over = 0
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _Tracked(next, self)
+
+
+class _Tracked(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, tracker: ActivityTracker) -> None:
+        super().__init__(next)
+        self._tracker = tracker
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        self._tracker.running += 1
+        try:
+            return await self.next.execute_activity(input)
+        except asyncio.CancelledError:
+            details = activity.cancellation_details()
+            if details is not None and details.worker_shutdown:
+                self._tracker.handed_over += 1
+                info = activity.info()
+                log.warning(
+                    "%s of %s (attempt %d) did not finish within the shutdown grace period; "
+                    "handed over: Temporal retries it on another worker",
+                    info.activity_type,
+                    info.workflow_id,
+                    info.attempt,
+                )
+            raise
+        finally:
+            self._tracker.running -= 1
+
+
+def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[..., Any]]:
+    """One activity object per role: model step, tool call, finish, reconcile."""
+    db, bus, client = services.db, services.bus, services.client
+    task_queue = services.settings.task_queue
+    finisher = TurnFinisher(db=db, bus=bus, agents=agents, client=client, task_queue=task_queue)
+    model = ModelStepActivity(
+        db=db,
+        bus=bus,
         agents=agents,
+        client=client,
+        task_queue=task_queue,
         default_model=services.settings.model,
-        client=services.client,
-        task_queue=services.settings.task_queue,
         provider_for=provider_for,
     )
+    return [
+        model.model_step,
+        ToolCallActivity(db=db, bus=bus, agents=agents).run_tool,
+        FinishTurnActivity(finisher).finish_turn,
+        ReconcileActivity(db=db, client=client, task_queue=task_queue, finisher=finisher).reconcile,
+    ]
+
+
+def build_worker(
+    services: Services, agents: AgentRegistry, tracker: ActivityTracker | None = None
+) -> Worker:
     return Worker(
         services.client,
         task_queue=services.settings.task_queue,
         workflows=[TurnWorkflow, ReconcilerWorkflow],
-        activities=[
-            activities.model_step,
-            activities.run_tool,
-            activities.finish_turn,
-            activities.reconcile,
-        ],
+        activities=turn_activities(services, agents),
+        interceptors=[tracker] if tracker is not None else [],
         # Cancellation reaches an activity with a heartbeat response: a short throttle keeps
         # "stop" prompt. Liveness is bounded separately by the heartbeat timeout.
         max_heartbeat_throttle_interval=timedelta(milliseconds=500),
         default_heartbeat_throttle_interval=timedelta(milliseconds=500),
         max_concurrent_activities=200,
+        # On shutdown the worker stops polling at once and its running activities get this
+        # long to finish; then the SDK cancels them and Temporal retries each on another
+        # worker (a model step continues the same answer through the recovery gate).
+        graceful_shutdown_timeout=timedelta(seconds=services.settings.worker_shutdown_grace),
         # A workflow task waits this long on a dead worker's sticky queue before any worker
         # may take it. Turn histories are O(steps) and replay in milliseconds, so a short wait
         # costs nothing and a turn recovered from a killed worker is not held up 10 s.

@@ -3,18 +3,30 @@
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import insert, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from domain.ui import Chunk
 from storage.db import Database
 from storage.pg_listener import CHANNEL
-from storage.tables import ChunkRow, Submission
+from storage.tables import ChunkLog, ChunkRow, Submission
 from storage.timing import now
 
-_MAX_SEQ_CONFLICT_RETRIES = 20
+
+class StaleWriter(Exception):
+    """The log refused a write: a newer attempt of the same writer claimed it, or it is closed."""
+
+
+@dataclass(frozen=True)
+class LogWriter:
+    """Who appends: `key` names the writing activity (stable across its retries), `attempt`
+    its Temporal attempt. Once attempt n+1 of a key has claimed a log, attempt n is fenced."""
+
+    key: str
+    attempt: int
 
 
 @dataclass(frozen=True)
@@ -23,20 +35,63 @@ class ProviderCursor:
     value: dict[str, Any]
 
 
+async def _locked_log(session: AsyncSession, message_id: str) -> ChunkLog:
+    """The log's row, locked for this transaction (created on first use)."""
+    connection = await session.connection()
+    dialect_insert = sqlite_insert if connection.dialect.name == "sqlite" else pg_insert
+    await connection.execute(
+        dialect_insert(ChunkLog)
+        .values(message_id=message_id, next_seq=0, closed=False, fences={})
+        .on_conflict_do_nothing(index_elements=["message_id"])
+    )
+    locked = (
+        select(ChunkLog)
+        .where(ChunkLog.message_id == message_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)  # a row cached earlier may predate the lock
+    )
+    return (await session.exec(locked)).one()
+
+
+def _admit_writer(log: ChunkLog, writer: LogWriter) -> None:
+    if log.closed:
+        raise StaleWriter(f"the log of {log.message_id} is closed")
+    newest = log.fences.get(writer.key, 0)
+    if newest > writer.attempt:
+        raise StaleWriter(
+            f"attempt {writer.attempt} of {writer.key} was superseded by attempt {newest}"
+        )
+    if newest < writer.attempt:
+        log.fences = {**log.fences, writer.key: writer.attempt}
+
+
+async def claim_log(db: Database, *, message_id: str, writer: LogWriter) -> None:
+    """Fence off the writer's earlier attempts before this one reads the log: from the commit
+    on, the store refuses their writes, so a paused attempt can never interleave with it."""
+    async with db.write() as session:
+        log = await _locked_log(session, message_id)
+        _admit_writer(log, writer)
+        session.add(log)
+
+
 async def insert_chunks(
     session: AsyncSession,
     *,
     message_id: str,
     chunks: list[Chunk],
-    attempt: int,
+    writer: LogWriter,
     notify: bool,
     cursor: ProviderCursor | None = None,
+    close: bool = False,
 ) -> int:
     """Append inside the caller's transaction and return the last seq.
 
-    With `cursor`, the submission's provider cursor moves in the same transaction, so it never
-    points before or after what the log holds.
+    Raises `StaleWriter` when the writer is fenced or the log is closed. With `cursor`, the
+    submission's provider cursor moves in the same transaction, so it never points before or
+    after what the log holds. With `close`, nothing can be appended after these chunks.
     """
+    log = await _locked_log(session, message_id)
+    _admit_writer(log, writer)
     connection = await session.connection()
     if cursor is not None:
         await connection.execute(
@@ -44,12 +99,7 @@ async def insert_chunks(
             .where(col(Submission.id) == cursor.submission_id)
             .values(provider_cursor=cursor.value)
         )
-    last = (
-        await connection.execute(
-            select(func.max(ChunkRow.seq)).where(ChunkRow.message_id == message_id)
-        )
-    ).scalar()
-    first = 0 if last is None else last + 1
+    first = log.next_seq
     created = now()
     await connection.execute(
         insert(ChunkRow),
@@ -57,19 +107,22 @@ async def insert_chunks(
             {
                 "message_id": message_id,
                 "seq": first + i,
-                "attempt": attempt,
+                "attempt": writer.attempt,
                 "body": chunk,
                 "created_at": created,
             }
             for i, chunk in enumerate(chunks)
         ],
     )
+    log.next_seq = first + len(chunks)
+    log.closed = log.closed or close
+    session.add(log)
     if notify:
         await connection.execute(
             text("SELECT pg_notify(:channel, :message_id)"),
             {"channel": CHANNEL, "message_id": message_id},
         )
-    return first + len(chunks) - 1
+    return log.next_seq - 1
 
 
 async def append_chunks(
@@ -77,26 +130,21 @@ async def append_chunks(
     *,
     message_id: str,
     chunks: list[Chunk],
-    attempt: int,
+    writer: LogWriter,
     cursor: ProviderCursor | None = None,
 ) -> int:
-    """Append in one transaction and return the last seq; safe against concurrent appenders."""
+    """Append in one transaction and return the last seq (see `insert_chunks`)."""
     if not chunks:
         raise ValueError("append_chunks needs at least one chunk")
-    for _ in range(_MAX_SEQ_CONFLICT_RETRIES):
-        try:
-            async with db.write() as session:
-                return await insert_chunks(
-                    session,
-                    message_id=message_id,
-                    chunks=chunks,
-                    attempt=attempt,
-                    notify=not db.is_sqlite,
-                    cursor=cursor,
-                )
-        except IntegrityError:
-            continue
-    raise RuntimeError(f"could not append to the log of {message_id}: seq kept conflicting")
+    async with db.write() as session:
+        return await insert_chunks(
+            session,
+            message_id=message_id,
+            chunks=chunks,
+            writer=writer,
+            notify=not db.is_sqlite,
+            cursor=cursor,
+        )
 
 
 async def read_chunks(db: Database, *, message_id: str, after: int = -1) -> list[tuple[int, Chunk]]:

@@ -7,13 +7,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from domain.payloads import Outcome
+from domain.payloads import FinishTurnInput, Outcome
 from domain.reducer import Reduction
+from domain.turn_chunks import closing_chunks
 from domain.ui import Chunk, UIMessage
-from storage.chunks import insert_chunks
+from storage.chunks import LogWriter, insert_chunks
 from storage.db import Database
 from storage.errors import MessageConflict, SessionNotFound
-from storage.tables import ChatSession, Message, Submission
+from storage.tables import ChatSession, ChunkLog, ChunkRow, Message, Submission
 from storage.timing import now
 
 ACTIVE = ("pending", "running")
@@ -130,14 +131,16 @@ async def _submit_once(
             user_message=message.model_dump(mode="json"),
             user_message_id=message.id,
             assistant_message_id=new_assistant_message_id(),
+            queue_seq=chat.next_queue_seq,
             created_at=at,
         )
+        chat.next_queue_seq += 1
         session.add(submission)
         if chat.running_submission_id is None:
             _admit(session, chat, submission, at)
         else:
             chat.updated_at = at
-            session.add(chat)
+        session.add(chat)
     return SubmitOutcome(submission, created=True)
 
 
@@ -189,7 +192,7 @@ async def stream_target(db: Database, *, session_id: str, latest: bool) -> Submi
         pending = await session.exec(
             select(Submission)
             .where(Submission.session_id == session_id, Submission.status == "pending")
-            .order_by(col(Submission.created_at))
+            .order_by(col(Submission.queue_seq))
         )
         first = pending.first()
         if first is not None or not latest:
@@ -197,7 +200,7 @@ async def stream_target(db: Database, *, session_id: str, latest: bool) -> Submi
         newest = await session.exec(
             select(Submission)
             .where(Submission.session_id == session_id)
-            .order_by(col(Submission.created_at).desc())
+            .order_by(col(Submission.queue_seq).desc())
         )
         return newest.first()
 
@@ -210,7 +213,7 @@ async def finish(
     closing: list[Chunk],
     assistant: Reduction,
     error: str | None,
-    attempt: int,
+    writer: LogWriter,
 ) -> Submission | None:
     """In one transaction: close the log, store the answer, release the session, admit the next.
 
@@ -233,8 +236,9 @@ async def finish(
                 session,
                 message_id=submission.assistant_message_id,
                 chunks=closing,
-                attempt=attempt,
+                writer=writer,
                 notify=not db.is_sqlite,
+                close=True,
             )
         if submission.status in ACTIVE:
             was_running = submission.status == "running"
@@ -266,7 +270,7 @@ async def finish(
             queued = await session.exec(
                 select(Submission)
                 .where(Submission.session_id == chat.id, Submission.status == "pending")
-                .order_by(col(Submission.created_at))
+                .order_by(col(Submission.queue_seq))
             )
             following = queued.first()
             if following is not None:
@@ -293,13 +297,17 @@ async def queued_after(db: Database, *, session_id: str) -> list[Submission]:
         rows = await session.exec(
             select(Submission)
             .where(Submission.session_id == session_id, Submission.status == "pending")
-            .order_by(col(Submission.created_at))
+            .order_by(col(Submission.queue_seq))
         )
         return list(rows.all())
 
 
-async def reorder_queue(db: Database, *, session_id: str, keep: list[str]) -> None:
-    """Queued submissions in `keep` run in that order (a recovery-boot plan)."""
+async def apply_recovery_plan(
+    db: Database, *, session_id: str, keep: list[str], skip: list[str], writer: LogWriter
+) -> None:
+    """A recovery-boot plan, in one transaction: queued submissions in `keep` run in that
+    order (they swap queue positions), those in `skip` end `skipped` with their logs closed."""
+    at = now()
     async with db.write() as session:
         rows = (
             await session.exec(
@@ -310,10 +318,36 @@ async def reorder_queue(db: Database, *, session_id: str, keep: list[str]) -> No
         ).all()
         by_id = {row.id: row for row in rows}
         kept = [i for i in keep if i in by_id]
-        slots = sorted(by_id[i].created_at for i in kept)
+        slots = sorted(by_id[i].queue_seq for i in kept)
         for slot, submission_id in zip(slots, kept, strict=True):
-            by_id[submission_id].created_at = slot
+            by_id[submission_id].queue_seq = slot
             session.add(by_id[submission_id])
+        for submission_id in skip:
+            skipped = by_id.get(submission_id)
+            if skipped is None:
+                continue
+            closing = closing_chunks(
+                [],
+                FinishTurnInput(
+                    submission_id=skipped.id,
+                    session_id=session_id,
+                    assistant_message_id=skipped.assistant_message_id,
+                    agent=skipped.agent,
+                    outcome="skipped",
+                ),
+                terminal_message="",
+            )
+            await insert_chunks(
+                session,
+                message_id=skipped.assistant_message_id,
+                chunks=closing,
+                writer=writer,
+                notify=not db.is_sqlite,
+                close=True,
+            )
+            skipped.status = "skipped"
+            skipped.completed_at = at
+            session.add(skipped)
 
 
 async def stale_active(db: Database, *, older_than: float) -> list[Submission]:
@@ -328,3 +362,72 @@ async def stale_active(db: Database, *, older_than: float) -> list[Submission]:
             .order_by(col(Submission.created_at))
         )
         return list(rows.all())
+
+
+@dataclass(frozen=True)
+class Withdrawal:
+    withdrawn: bool
+    """False when the submission is gone or finished already, or its turn's log has begun."""
+    admitted: Submission | None = None
+    """The queued submission admitted in its place: its workflow needs the admit signal."""
+
+
+async def withdraw_submission(db: Database, *, submission_id: str) -> Withdrawal:
+    """Undo an intake whose turn could not be started (Temporal unreachable), in one transaction.
+
+    Deletes the submission; if it had been admitted, also deletes its user message, moves the
+    session's leaf back to that message's parent, releases the session and admits the oldest
+    other queued submission, as `finish` does. A session created by this very submission and
+    left empty is deleted too. Changes nothing once the turn's log has begun: its workflow
+    runs after all.
+    """
+    at = now()
+    async with db.write() as session:
+        submission = (
+            await session.exec(
+                select(Submission).where(Submission.id == submission_id).with_for_update()
+            )
+        ).first()
+        if submission is None or submission.status not in ACTIVE:
+            return Withdrawal(withdrawn=False)
+        message_id = submission.assistant_message_id
+        begun = await session.exec(
+            select(ChunkRow.seq).where(ChunkRow.message_id == message_id).limit(1)
+        )
+        if begun.first() is not None or await session.get(ChunkLog, message_id) is not None:
+            return Withdrawal(withdrawn=False)
+        chat = await _locked_session(session, submission.session_id)
+        if chat is not None and submission.status == "running":
+            user_message = await session.get(Message, (chat.id, submission.user_message_id))
+            if user_message is not None and user_message.submission_id == submission.id:
+                if chat.leaf_message_id == user_message.id:
+                    chat.leaf_message_id = user_message.parent_id
+                await session.delete(user_message)
+            if chat.running_submission_id == submission.id:
+                chat.running_submission_id = None
+        await session.delete(submission)
+        await session.flush()
+        if chat is None:
+            return Withdrawal(withdrawn=True)
+        admitted: Submission | None = None
+        if chat.running_submission_id is None:
+            queued = await session.exec(
+                select(Submission)
+                .where(Submission.session_id == chat.id, Submission.status == "pending")
+                .order_by(col(Submission.queue_seq))
+            )
+            admitted = queued.first()
+            if admitted is not None:
+                _admit(session, chat, admitted, at)
+        created_by_it = chat.created_at == submission.created_at
+        others = await session.exec(
+            select(Submission.id).where(Submission.session_id == chat.id).limit(1)
+        )
+        messages = await session.exec(
+            select(Message.id).where(Message.session_id == chat.id).limit(1)
+        )
+        if created_by_it and others.first() is None and messages.first() is None:
+            await session.delete(chat)
+        else:
+            session.add(chat)
+    return Withdrawal(withdrawn=True, admitted=admitted)

@@ -15,6 +15,8 @@ class ChatSession(SQLModel, table=True):
     agent: str = Field(max_length=200)
     leaf_message_id: str | None = Field(default=None, max_length=200)
     running_submission_id: str | None = Field(default=None, max_length=64)
+    next_queue_seq: int = 1
+    """The queue position the session's next submission takes (FIFO by the store, not a clock)."""
     created_at: float
     updated_at: float
 
@@ -39,7 +41,7 @@ class Submission(SQLModel, table=True):
     __tablename__ = "submissions"
     __table_args__ = (
         UniqueConstraint("session_id", "idempotency_key", name="uq_submission_key"),
-        Index("ix_submission_queue", "session_id", "status", "created_at"),
+        Index("ix_submission_queue", "session_id", "status", "queue_seq"),
     )
 
     id: str = Field(primary_key=True, max_length=64)
@@ -51,6 +53,8 @@ class Submission(SQLModel, table=True):
     user_message: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     user_message_id: str = Field(max_length=200)
     assistant_message_id: str = Field(max_length=64)
+    queue_seq: int = 0
+    """Position in the session's FIFO queue, assigned from `ChatSession.next_queue_seq`."""
     error: str | None = Field(default=None)
     created_at: float
     started_at: float | None = None
@@ -72,6 +76,19 @@ class ChunkRow(SQLModel, table=True):
     attempt: int = 1
     body: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     created_at: float
+
+
+class ChunkLog(SQLModel, table=True):
+    """One per assistant message; every append locks it (see storage/chunks.py)."""
+
+    __tablename__ = "chunk_logs"
+
+    message_id: str = Field(primary_key=True, max_length=64)
+    next_seq: int = 0
+    closed: bool = False
+    """The terminal chunk is written: nothing more is ever appended."""
+    fences: dict[str, int] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    """The newest attempt of each writer (an activity id) that has claimed the log."""
 
 
 class Event(SQLModel, table=True):

@@ -14,6 +14,7 @@ from perdure import (
     RecoveryBootContext,
     RecoveryOptions,
     RecoveryPolicy,
+    TurnContext,
     stash,
     tool,
 )
@@ -25,7 +26,17 @@ recovery_contexts: list[ChatRecoveryContext] = []
 exhausted_contexts: list[ExhaustedContext] = []
 
 
-class ChatCompletionsAgent(DefaultAgent):
+class WaitingTools:
+    """A tools mixin (not an agent itself, so PERDURE_AGENTS does not serve it)."""
+
+    @tool
+    async def wait(self, seconds: float) -> str:
+        """Wait, then answer (a tool that is still running when the user stops the turn)."""
+        await asyncio.sleep(seconds)
+        return f"waited {seconds} s"
+
+
+class ChatCompletionsAgent(WaitingTools, DefaultAgent):
     name = "default"
     recovery = QUICK
 
@@ -46,13 +57,13 @@ class ChatCompletionsAgent(DefaultAgent):
         return "noted"
 
 
-class ResponsesAgent(DefaultAgent):
+class ResponsesAgent(WaitingTools, DefaultAgent):
     name = "responses"
     model = "openai-responses:gpt-fake"
     recovery = QUICK
 
 
-class AnthropicAgent(DefaultAgent):
+class AnthropicAgent(WaitingTools, DefaultAgent):
     name = "anthropic"
     model = "anthropic:claude-fake"
     recovery = QUICK
@@ -104,3 +115,42 @@ class LastFollowUpOnlyAgent(ChatCompletionsAgent):
 def last_body_text(ctx: ChatRecoveryContext) -> str:
     parts: list[dict[str, Any]] = ctx.last_body.get("parts", [])
     return "".join(str(p.get("text", "")) for p in parts)
+
+
+class SlowHooksAgent(ChatCompletionsAgent):
+    """Hooks that take longer than the heartbeat timeout (5 s), but within `hook_timeout`."""
+
+    name = "slow-hooks"
+    hook_timeout = timedelta(seconds=20)
+
+    async def instructions(self, ctx: TurnContext) -> str:
+        await asyncio.sleep(6)
+        return self.system_prompt
+
+    async def on_turn_start(self, ctx: TurnContext) -> None:
+        turn_contexts.append(ctx)
+        await asyncio.sleep(6)
+
+
+class HungInstructionsAgent(ChatCompletionsAgent):
+    """`instructions()` that never answers within the agent's hook time limit."""
+
+    name = "hung-instructions"
+    hook_timeout = timedelta(seconds=1)
+
+    async def instructions(self, ctx: TurnContext) -> str:
+        await asyncio.sleep(30)
+        return self.system_prompt
+
+
+class HungTurnEndAgent(ChatCompletionsAgent):
+    """`on_turn_end` that hangs: the turn must still end and release its session."""
+
+    name = "hung-turn-end"
+    hook_timeout = timedelta(seconds=1)
+
+    async def on_turn_end(self, ctx: TurnContext, outcome: str) -> None:
+        await asyncio.sleep(60)
+
+
+turn_contexts: list[TurnContext] = []

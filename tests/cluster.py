@@ -7,12 +7,18 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
 
 from runtime.temporal_dev import dev_server
+from tests.e2e.chat_client import chat_body, counting, user_message
 from tests.fakeprovider.server import FakeProvider
 from tests.processes import PerdureProcess, wait_healthy
 from tests.stack import free_port
@@ -27,6 +33,8 @@ class Cluster:
         self.temporal_ui_port = free_port()
         self.temporal_db = workdir / "temporal.db"
         self.processes: list[PerdureProcess] = []
+        self._client: Client | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
         self.env = {
             **fake.env(),
             "PYTHONPATH": str(REPO),
@@ -60,6 +68,44 @@ class Cluster:
         await wait_healthy(url, process)
         self.last_gateway = process
         return url
+
+    async def client(self) -> Client:
+        """A Temporal client of this cluster's server (one per event loop)."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            self._client = await Client.connect(self.temporal_address)
+            self._client_loop = loop
+        return self._client
+
+    async def pollers(self) -> set[str]:
+        """Identities (`pid@host`) that polled the task queue for activities *and* workflows
+        recently (the server forgets a poller a few minutes after its last poll)."""
+        client = await self.client()
+        found: list[set[str]] = []
+        for kind in (
+            TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        ):
+            response = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace="default",
+                    task_queue=TaskQueue(name=self.env["PERDURE_TASK_QUEUE"]),
+                    task_queue_type=kind,
+                )
+            )
+            found.append({poller.identity for poller in response.pollers})
+        return found[0] & found[1]
+
+    async def wait_polling(self, worker: PerdureProcess, timeout: float = 60) -> None:
+        """Until the worker process polls the task queue (its identity is `pid@host`)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        prefix = f"{worker.pid}@"
+        while not any(identity.startswith(prefix) for identity in await self.pollers()):
+            if worker.process is not None and worker.process.poll() is not None:
+                raise AssertionError(f"perdure worker exited:\n{worker.output()}")
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"worker {worker.pid} not polling after {timeout} s")
+            await asyncio.sleep(0.1)
 
     def tool_runs(self) -> list[str]:
         path = Path(self.env["PERDURE_TEST_TOOL_RUNS"])
@@ -121,3 +167,121 @@ async def wait_until(predicate: Callable[[], bool], timeout: float = 30) -> None
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.02)
+
+
+async def rolling_restart(
+    cluster: Cluster, workers: list[PerdureProcess], **extra_env: str
+) -> list[PerdureProcess]:
+    """A deploy: each worker in turn gets SIGTERM, its replacement is started and polls before
+    the next one is stopped. Returns the replacements; the old workers may still be draining."""
+    replacements: list[PerdureProcess] = []
+    for old in workers:
+        old.terminate()
+        new = cluster.worker(**extra_env)
+        await cluster.wait_polling(new)
+        replacements.append(new)
+    return replacements
+
+
+@dataclass
+class CountingTurn:
+    """One streamed turn whose answer must be exactly `1 2 … count`: the fake provider counts,
+    so a gap, a duplicate or a restarted answer shows in the text."""
+
+    session: str
+    count: int
+    delay_ms: int
+    agent: str | None = None
+    stream: LiveStream = field(default_factory=LiveStream)
+    posted_at: float = 0.0
+    failure: str | None = None
+    """Why no complete stream was read (HTTP status, transport error, timeout)."""
+
+    @property
+    def user_text(self) -> str:
+        return f"@count {self.count} @delay {self.delay_ms} {self.session}"
+
+    async def run(self, http: httpx.AsyncClient, timeout: float = 120) -> None:
+        extra = {"agent": self.agent} if self.agent else {}
+        body = chat_body(self.session, user_message(self.user_text), **extra)
+        self.posted_at = time.monotonic()
+        try:
+            async with asyncio.timeout(timeout):
+                async with http.stream("POST", "/api/chat", json=body) as response:
+                    if response.status_code != 200:
+                        await response.aread()
+                        self.failure = f"HTTP {response.status_code}: {response.text[:200]}"
+                        return
+                    await self.stream.read(response)
+        except (httpx.HTTPError, TimeoutError) as error:
+            self.failure = f"{type(error).__name__}: {error}"
+
+    def first_token_seconds(self) -> float | None:
+        for (_, chunk), at in zip(self.stream.events, self.stream.received_at, strict=True):
+            if chunk["type"] == "text-delta":
+                return at - self.posted_at
+        return None
+
+    def errors(self) -> list[str]:
+        """No complete answer: the request failed, the stream broke, or the turn ended in error."""
+        found = [self.failure] if self.failure else []
+        if not self.failure and not self.stream.done:
+            found.append("the stream ended without [DONE]")
+        found += [
+            f"{chunk['type']} chunk: {chunk.get('errorText') or chunk.get('reason') or ''}"
+            for _, chunk in self.stream.events
+            if chunk["type"] in ("error", "abort")
+        ]
+        return found
+
+    def corruption(self) -> list[str]:
+        """What the client saw that differs from the exact answer."""
+        events = self.stream.events
+        found: list[str] = []
+        ids = [seq for seq, _ in events]
+        if ids != list(range(len(ids))):
+            found.append(f"event ids not 0…{len(ids) - 1} without gap or duplicate")
+        starts = sum(1 for _, chunk in events if chunk["type"] == "start")
+        if starts != 1:
+            found.append(f"{starts} start chunks")
+        if self.stream.done and self.stream.text() != counting(self.count):
+            found.append(f"text is not 1…{self.count}: {_excerpt(self.stream.text(), self.count)}")
+        return found
+
+    def recoveries(self) -> list[dict[str, Any]]:
+        return [chunk for _, chunk in self.stream.events if chunk["type"] == "data-recovery"]
+
+
+def _excerpt(text: str, count: int) -> str:
+    """Where the text first departs from the count, for a failure message."""
+    expected = counting(count)
+    at = next(
+        (i for i, (a, b) in enumerate(zip(text, expected, strict=False)) if a != b),
+        min(len(text), len(expected)),
+    )
+    return f"{len(text)} chars (expected {len(expected)}), differs at {at}: …{text[max(0, at - 20) : at + 20]!r}"
+
+
+async def stored_answer_problems(http: httpx.AsyncClient, turn: CountingTurn) -> list[str]:
+    """What the store holds for a finished turn that differs from the exact answer: the session
+    idle, one user and one assistant message, the assistant text the full count, completed."""
+    for _ in range(300):
+        info = (await http.get(f"/v1/sessions/{turn.session}")).json()
+        if info.get("status") == "idle":
+            break
+        await asyncio.sleep(0.05)
+    else:
+        return [f"session still {info.get('status')!r}"]
+    messages = (await http.get(f"/api/chat/{turn.session}/messages")).json()
+    roles = [message["role"] for message in messages]
+    if roles != ["user", "assistant"]:
+        return [f"stored messages {roles}"]
+    answer = messages[1]
+    text = "".join(part["text"] for part in answer["parts"] if part["type"] == "text")
+    found = []
+    if text != counting(turn.count):
+        found.append(f"stored text is not 1…{turn.count}: {_excerpt(text, turn.count)}")
+    status = (answer.get("metadata") or {}).get("status")
+    if status != "completed":
+        found.append(f"stored answer status {status!r}")
+    return found

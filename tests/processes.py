@@ -48,6 +48,26 @@ class PerdureProcess:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(10)
 
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, "not started"
+        return self.process.pid
+
+    def terminate(self) -> None:
+        """SIGTERM, as a deploy sends it; returns at once (see `wait_exit`)."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+
+    async def wait_exit(self, timeout: float = 60) -> int:
+        """Wait until the process has exited; its exit code."""
+        assert self.process is not None, "not started"
+        deadline = asyncio.get_running_loop().time() + timeout
+        while (code := self.process.poll()) is None:
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"perdure {self.command} still running after {timeout} s")
+            await asyncio.sleep(0.05)
+        return code
+
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
             return

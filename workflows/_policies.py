@@ -7,6 +7,8 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
+from domain.policy import MAX_RECOVERY_ATTEMPTS
+
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 """How long a silent model or tool activity lives before Temporal retries it elsewhere: the
 bound on noticing a dead worker. Activities heartbeat every second, so 5 s tolerates a few lost
@@ -20,11 +22,13 @@ MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=10),
-    maximum_attempts=0,
+    maximum_attempts=MAX_RECOVERY_ATTEMPTS + 10,
 )
-"""Unlimited here: every retry is a recovery attempt, and the model step itself ends the turn
-when the agent's RecoveryPolicy budget is spent (attempts without progress, no-progress time).
-A short first interval keeps recovery after a dead worker near the heartbeat timeout."""
+"""Every retry is a recovery attempt, and the model step itself ends the turn when the agent's
+RecoveryPolicy budget is spent (in a row, in total, in time). The attempt limit is only a
+backstop above any policy (a bug in the gate must not retry for days); reaching it ends the turn
+as exhausted. A short first interval keeps recovery after a dead worker near the heartbeat
+timeout."""
 IDEMPOTENT_TOOL_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=500),
     maximum_interval=timedelta(seconds=30),

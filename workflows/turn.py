@@ -1,10 +1,11 @@
 """TurnWorkflow: one chat submission, from admission to its closed, stored answer."""
 
 import asyncio
+import contextlib
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
 
 with workflow.unsafe.imports_passed_through():
     from domain.names import (
@@ -48,6 +49,9 @@ def _cancelled(failure: ActivityError) -> bool:
     return isinstance(failure.cause, CancelledError)
 
 
+_BACKSTOPS = (RetryState.MAXIMUM_ATTEMPTS_REACHED, RetryState.TIMEOUT)
+
+
 class _Ending:
     """How the turn ends; filled in by whatever stops the agent loop."""
 
@@ -66,6 +70,10 @@ class _Ending:
         cause = _root_cause(failure)
         if isinstance(cause, ApplicationError) and cause.type == RECOVERY_EXHAUSTED:
             self.exhausted = True
+        elif failure.retry_state in _BACKSTOPS:
+            # Temporal's own bound on a model step was reached before the agent's budget.
+            self.exhausted = True
+            self.error_text = f"recovery backstop reached: {self.error_text}"[:4000]
         elif isinstance(cause, ApplicationError) and cause.type == RECOVERY_SKIPPED:
             details = cause.details[0] if cause.details else {}
             self.persist_partial = bool(details.get("persist", True))
@@ -76,7 +84,8 @@ class TurnWorkflow:
     def __init__(self) -> None:
         self._admitted = False
         self._skipped = False
-        self._model_calls = 0
+        self._steps = 0
+        """Model steps in the answer's log: the index of the next one."""
 
     @workflow.signal(name=ADMIT_SIGNAL)
     def admit(self) -> None:
@@ -88,8 +97,8 @@ class TurnWorkflow:
         self._skipped = True
 
     @workflow.query
-    def model_calls(self) -> int:
-        return self._model_calls
+    def steps(self) -> int:
+        return self._steps
 
     @workflow.run
     async def run(self, turn: TurnInput) -> TurnResult:
@@ -105,6 +114,21 @@ class TurnWorkflow:
             ending.outcome = "aborted"
         except ActivityError as failure:
             ending.failed(failure)
+        await self._finish(turn, ending)
+        if ending.outcome == "aborted":
+            raise asyncio.CancelledError("stopped by the user")
+        return TurnResult(outcome=ending.outcome, steps=self._steps)
+
+    async def _finish(self, turn: TurnInput, ending: _Ending) -> None:
+        """Shielded: a stop that lands while the turn finishes must not cancel the activity
+        that releases the session (a session claimed forever)."""
+        finishing = asyncio.ensure_future(self._run_finish(turn, ending))
+        while not finishing.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(finishing)
+        finishing.result()
+
+    async def _run_finish(self, turn: TurnInput, ending: _Ending) -> None:
         await workflow.execute_activity(
             FINISH_TURN_ACTIVITY,
             FinishTurnInput(
@@ -122,12 +146,8 @@ class TurnWorkflow:
             retry_policy=policies.FINISH_RETRY,
             summary=f"finish turn: {'exhausted' if ending.exhausted else ending.outcome}",
         )
-        if ending.outcome == "aborted":
-            raise asyncio.CancelledError("stopped by the user")
-        return TurnResult(outcome=ending.outcome, steps=self._model_calls)
 
     async def _agent_loop(self, turn: TurnInput) -> str:
-        log_steps = 0
         while True:
             result: ModelStepResult = await workflow.execute_activity(
                 MODEL_STEP_ACTIVITY,
@@ -136,21 +156,22 @@ class TurnWorkflow:
                     session_id=turn.session_id,
                     assistant_message_id=turn.assistant_message_id,
                     agent=turn.agent,
-                    step=log_steps,
+                    step=self._steps,
                 ),
                 result_type=ModelStepResult,
                 start_to_close_timeout=policies.MODEL_STEP_TIMEOUT,
                 heartbeat_timeout=policies.HEARTBEAT_TIMEOUT,
                 retry_policy=policies.MODEL_RETRY,
                 cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=f"model step {log_steps}",
+                summary=f"model step {self._steps}",
             )
-            self._model_calls += 1
-            log_steps = result.log_steps
+            self._steps = result.next_step
             if not result.tool_calls:
                 return result.finish_reason
+            # On a stop, gather cancels every tool activity and returns only once each has
+            # acknowledged (WAIT_CANCELLATION_COMPLETED): nothing writes after `finish`.
             await asyncio.gather(*(self._run_tool(turn, call) for call in result.tool_calls))
-            if self._model_calls >= result.max_steps:
+            if self._steps >= result.max_steps:
                 return "tool-calls"
 
     async def _run_tool(self, turn: TurnInput, call: ToolCallRef) -> None:

@@ -1,8 +1,24 @@
 """`anthropic:<model>`: the Anthropic Messages API, streamed.
 
-Anthropic has no server-side resume; recovery is a prefill continuation. The API rejects a
-final assistant message that ends in whitespace, so the prefill is sent right-stripped and
-the whitespace the model repeats at the start of its continuation is dropped.
+Anthropic has no server-side resume; a partial answer is continued by **prefill**: a final
+assistant message the model continues exactly. The API rejects a final assistant message that
+ends in whitespace ("The prefill content cannot end with trailing whitespace",
+https://docs.claude.com/en/docs/build-with-claude/prompt-engineering/prefill-claudes-response),
+so the prefill is sent right-stripped and the whitespace the model repeats at the start of its
+continuation is dropped.
+
+**Extended thinking** (`ModelRequest.thinking_budget_tokens`) sends
+`thinking: {"type": "enabled", "budget_tokens": N}` and streams the thinking as
+`ReasoningDelta`s. Prefill is not available with it ("Prefilling is only available for
+non-extended thinking modes", same page; the API answers 400 "Expected `thinking` or
+`redacted_thinking`, but found `text`…"), so with thinking on the partial is continued by
+**instruction** instead (`activities/providers/continuation.py`): best effort, overlap trimmed.
+
+With thinking on, the API also requires the assistant message before a tool result to start
+with its signed thinking block, passed back unmodified
+(https://platform.claude.com/docs/build-with-claude/thinking-tool-workflows). Perdure does not
+keep thinking signatures, so a request that continues a tool-use loop is sent without
+`thinking`, as the API's own error advises ("To avoid this requirement, disable `thinking`").
 """
 
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -22,6 +38,7 @@ from anthropic.types import (
     RawMessageStopEvent,
     RawMessageStreamEvent,
     TextBlockParam,
+    ThinkingConfigParam,
     ThinkingDelta,
     ToolParam,
     ToolResultBlockParam,
@@ -36,7 +53,9 @@ from anthropic.types import (
 from activities.providers.base import ModelRequest, ProviderError
 from activities.providers.clients import anthropic_client
 from activities.providers.common import FinishReason, parse_arguments, translate_errors
+from activities.providers.continuation import CONTINUE_INSTRUCTION, INSTRUCTION, Continuation
 from domain.conversation import AssistantItem, ToolResultItem, UserItem
+from domain.overlap import OverlapTrimmer
 from domain.provider_events import (
     Finish,
     ProviderEvent,
@@ -86,11 +105,20 @@ def _message(role: Role, blocks: list[Block]) -> MessageParam:
     return AssistantMessageParam(role="assistant", content=blocks)
 
 
+PREFILL = Continuation(mechanism="prefill", exact=True, via="final assistant message (prefill)")
+
+
+def continues_by_instruction(request: ModelRequest) -> bool:
+    """A partial answer under extended thinking: prefill is refused, the instruction is used."""
+    return bool(request.prefill) and request.thinking_budget_tokens is not None
+
+
 def anthropic_messages(request: ModelRequest) -> list[MessageParam]:
     """Alternating user/assistant messages: consecutive same-role items share one message.
 
     Tool results become `tool_result` blocks of a user message; the prefill becomes a final
-    assistant message without trailing whitespace.
+    assistant message without trailing whitespace, or, under extended thinking, an assistant
+    message followed by the continue instruction.
     """
     turns: list[tuple[Role, list[Block]]] = []
 
@@ -104,10 +132,33 @@ def anthropic_messages(request: ModelRequest) -> list[MessageParam]:
 
     for item in request.conversation:
         add("assistant" if isinstance(item, AssistantItem) else "user", _blocks(item))
-    prefill = (request.prefill or "").rstrip()
-    if prefill:
+    if continues_by_instruction(request):
+        add("assistant", [{"type": "text", "text": request.prefill or ""}])
+        add("user", [{"type": "text", "text": CONTINUE_INSTRUCTION}])
+    elif prefill := (request.prefill or "").rstrip():
         add("assistant", [{"type": "text", "text": prefill}])
     return [_message(role, blocks) for role, blocks in turns]
+
+
+def _continues_tool_loop(messages: list[MessageParam]) -> bool:
+    """The request ends with tool results: it continues an assistant turn's tool-use loop."""
+    if not messages or messages[-1]["role"] != "user":
+        return False
+    content = messages[-1]["content"]
+    return not isinstance(content, str) and any(
+        isinstance(block, dict) and block.get("type") == "tool_result" for block in content
+    )
+
+
+def anthropic_thinking(
+    request: ModelRequest, messages: list[MessageParam]
+) -> ThinkingConfigParam | None:
+    """`thinking` for this request: enabled with the budget, except when the request continues
+    a tool-use loop (whose signed thinking blocks Perdure cannot pass back)."""
+    budget = request.thinking_budget_tokens
+    if budget is None or _continues_tool_loop(messages):
+        return None
+    return {"type": "enabled", "budget_tokens": budget}
 
 
 def anthropic_tools(request: ModelRequest) -> list[ToolParam]:
@@ -144,6 +195,7 @@ class _Reader:
     """Translates Anthropic stream events; remembers tool-use blocks, usage and stop reason."""
 
     dedupe: WhitespaceDeduper
+    trim: OverlapTrimmer
     tools: dict[int, _ToolUse] = field(default_factory=dict)
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -157,7 +209,7 @@ class _Reader:
             block = event.content_block
             if isinstance(block, ToolUseBlock):
                 self.tools[event.index] = _ToolUse(id=block.id, name=block.name)
-                return [ToolCallStart(id=block.id, name=block.name)]
+                return [*self.flush(), ToolCallStart(id=block.id, name=block.name)]
         elif isinstance(event, RawContentBlockDeltaEvent):
             return self._delta(event)
         elif isinstance(event, RawContentBlockStopEvent):
@@ -175,7 +227,7 @@ class _Reader:
     def _delta(self, event: RawContentBlockDeltaEvent) -> list[ProviderEvent]:
         delta = event.delta
         if isinstance(delta, AnthropicTextDelta):
-            text = self.dedupe(delta.text)
+            text = self.trim(self.dedupe(delta.text))
             return [TextDelta(text=text)] if text else []
         if isinstance(delta, ThinkingDelta):
             return [ReasoningDelta(text=delta.thinking)] if delta.thinking else []
@@ -185,6 +237,11 @@ class _Reader:
                 tool.json_parts.append(delta.partial_json)
                 return [ToolCallDelta(id=tool.id, arguments_delta=delta.partial_json)]
         return []
+
+    def flush(self) -> list[ProviderEvent]:
+        """Text the overlap trimmer still holds (an instruction continuation)."""
+        text = self.trim.flush()
+        return [TextDelta(text=text)] if text else []
 
     def finish(self) -> Finish:
         return Finish(
@@ -198,10 +255,18 @@ class AnthropicMessagesProvider:
     """Messages streaming; mid-stream `error` events surface as (retryable) ProviderErrors."""
 
     supports_resume = False
+    supports_cancel = False
+    continuation = PREFILL
 
     def __init__(self, model: str) -> None:
         self.model = model
         self.label = f"anthropic:{model}"
+
+    def continuation_for(self, request: ModelRequest) -> Continuation:
+        return INSTRUCTION if continues_by_instruction(request) else PREFILL
+
+    async def cancel(self, response_id: str) -> None:
+        """The Messages API keeps nothing server-side: nothing to cancel."""
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         async for event in translate_errors(self.label, self._events(request)):
@@ -210,15 +275,22 @@ class AnthropicMessagesProvider:
     async def _events(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         client = anthropic_client()
         tools = anthropic_tools(request)
+        messages = anthropic_messages(request)
+        thinking = anthropic_thinking(request, messages)
         stream = await client.messages.create(
             model=request.model or self.model,
             max_tokens=request.max_output_tokens,
-            messages=anthropic_messages(request),
+            messages=messages,
             system=request.system or omit,
             tools=tools or omit,
+            thinking=thinking if thinking is not None else omit,
             stream=True,
         )
-        reader = _Reader(dedupe=WhitespaceDeduper(request.prefill))
+        by_instruction = continues_by_instruction(request)
+        reader = _Reader(
+            dedupe=WhitespaceDeduper(None if by_instruction else request.prefill),
+            trim=OverlapTrimmer(request.prefill or "" if by_instruction else ""),
+        )
         async with stream:
             async for event in stream:
                 for translated in reader.read(event):
@@ -228,4 +300,6 @@ class AnthropicMessagesProvider:
         if not reader.stopped:
             message = f"{self.label}: the stream ended before message_stop"
             raise ProviderError(message, retryable=True)
+        for translated in reader.flush():
+            yield translated
         yield reader.finish()

@@ -5,6 +5,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+from activities.providers.continuation import Continuation
 from domain.conversation import ConversationItem, ToolSpec
 from domain.provider_events import ProviderEvent
 
@@ -27,6 +28,10 @@ class ModelRequest(BaseModel):
     resume: ResumeToken | None = None
     """Re-attach to this response instead of starting a new one (providers that support it)."""
     max_output_tokens: int = 4096
+    thinking_budget_tokens: int | None = None
+    """Extended thinking budget (Anthropic `thinking.budget_tokens`; at least 1024 and below
+    `max_output_tokens`, as the API requires). None: no extended thinking. Adapters of APIs
+    without it ignore it."""
 
 
 class ProviderError(Exception):
@@ -53,7 +58,27 @@ class Provider(Protocol):
     """Shown in the Temporal UI and in logs, e.g. `openai:gpt-4.1-mini`."""
 
     supports_resume: bool
+    """`ModelRequest.resume` can re-attach to a response (OpenAI Responses background mode)."""
+
+    continuation: Continuation
+    """How this adapter usually continues a partial answer (`ModelRequest.prefill`)."""
+
+    supports_cancel: bool
+    """`cancel(response_id)` stops a server-side response; a no-op where there is none."""
+
+    def continuation_for(self, request: ModelRequest) -> Continuation:
+        """How `request` will continue its partial answer (resume, prefill or instruction)."""
+        ...
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
-        """Yield events until the step ends with a `Finish`; raise `ProviderError` on failure."""
+        """Yield events until the step ends with a `Finish`; raise `ProviderError` on failure.
+
+        Given a `prefill`, only the continuation is yielded, never the prefill again."""
+        ...
+
+    async def cancel(self, response_id: str) -> None:
+        """Stop server-side generation of `response_id` (from a `ResponseCursor`).
+
+        Idempotent: a response that already finished or was cancelled is not an error. Raises
+        `ProviderError` otherwise. Adapters without server-side responses do nothing."""
         ...

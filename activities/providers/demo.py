@@ -14,6 +14,7 @@ from typing import Any
 
 from activities.providers.base import ModelRequest
 from activities.providers.common import dump_arguments
+from activities.providers.continuation import Continuation
 from domain.conversation import ToolResultItem, UserItem
 from domain.provider_events import (
     Finish,
@@ -116,9 +117,19 @@ class DemoProvider:
 
     label = "demo"
     supports_resume = False
+    supports_cancel = False
+    continuation = Continuation(
+        mechanism="prefill", exact=True, via="the demo continues its deterministic answer"
+    )
 
     def __init__(self, delay: float = 0.02) -> None:
         self.delay = delay
+
+    def continuation_for(self, request: ModelRequest) -> Continuation:
+        return self.continuation
+
+    async def cancel(self, response_id: str) -> None:
+        """Nothing runs server-side: nothing to cancel."""
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         step = plan_step(request)

@@ -1,7 +1,30 @@
-"""`openai:<model>`: OpenAI Chat Completions, streamed."""
+"""`openai:<model>`: OpenAI Chat Completions (and compatible servers: Ollama, vLLM, …), streamed.
+
+Chat Completions never continues a trailing assistant message: it answers the conversation
+afresh. A partial answer is therefore continued by **instruction** by default: the partial is
+sent as an assistant message followed by a user message asking to continue exactly where it
+stops (`CONTINUE_INSTRUCTION`), and what the model repeats of the partial is trimmed
+(`domain.overlap`). Best effort.
+
+Servers that really continue a final assistant message opt in with `PERDURE_OPENAI_CONTINUATION`
+(read by the registry):
+
+- `vllm`: vLLM's extra request parameters `continue_final_message: true` and
+  `add_generation_prompt: false` (both needed: vLLM refuses `continue_final_message` together
+  with the default `add_generation_prompt: true`).
+  https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html (extra parameters for
+  the Chat API, `vllm/entrypoints/openai/protocol.py` `check_generation_prompt`).
+- `deepseek`: DeepSeek's chat prefix completion (beta): the last assistant message carries
+  `"prefix": true`, with `OPENAI_BASE_URL=https://api.deepseek.com/beta`.
+  https://api-docs.deepseek.com/guides/chat_prefix_completion
+
+Both are exact. The real OpenAI API refuses either with HTTP 400 (`Unrecognized request argument
+supplied: continue_final_message`), so they are never sent by default.
+"""
 
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
+from typing import Literal, cast
 
 from openai import omit
 from openai.types.chat import (
@@ -20,7 +43,9 @@ from activities.providers.common import (
     parse_arguments,
     translate_errors,
 )
+from activities.providers.continuation import CONTINUE_INSTRUCTION, INSTRUCTION, Continuation
 from domain.conversation import AssistantItem, UserItem
+from domain.overlap import OverlapTrimmer
 from domain.provider_events import (
     Finish,
     ProviderEvent,
@@ -30,6 +55,9 @@ from domain.provider_events import (
     ToolCallStart,
 )
 
+ChatContinuation = Literal["instruction", "vllm", "deepseek"]
+CHAT_CONTINUATIONS: tuple[ChatContinuation, ...] = ("instruction", "vllm", "deepseek")
+
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
     "length": "length",
@@ -38,9 +66,22 @@ _FINISH: dict[str, FinishReason] = {
     "content_filter": "content-filter",
 }
 
+_DECLARED: dict[ChatContinuation, Continuation] = {
+    "instruction": INSTRUCTION,
+    "vllm": Continuation(mechanism="prefill", exact=True, via="vLLM continue_final_message"),
+    "deepseek": Continuation(mechanism="prefill", exact=True, via="DeepSeek prefix (beta)"),
+}
 
-def chat_messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
-    """The conversation as Chat Completions messages; a prefill is a trailing assistant message."""
+VLLM_CONTINUE: dict[str, object] = {"continue_final_message": True, "add_generation_prompt": False}
+"""vLLM's extra body for a real continuation of the final assistant message."""
+
+
+def chat_messages(
+    request: ModelRequest, continuation: ChatContinuation = "instruction"
+) -> list[ChatCompletionMessageParam]:
+    """The conversation as Chat Completions messages, the prefill as `continuation` wants it:
+    `instruction` adds the partial then the continue instruction; `vllm` ends with the partial;
+    `deepseek` ends with the partial marked `prefix: true`."""
     messages: list[ChatCompletionMessageParam] = []
     if request.system:
         messages.append({"role": "system", "content": request.system})
@@ -70,7 +111,13 @@ def chat_messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
             output = f"Error: {item.output}" if item.is_error else item.output
             messages.append({"role": "tool", "tool_call_id": item.tool_call_id, "content": output})
     if request.prefill:
-        messages.append({"role": "assistant", "content": request.prefill})
+        if continuation == "deepseek":
+            prefix = {"role": "assistant", "content": request.prefill, "prefix": True}
+            messages.append(cast(ChatCompletionMessageParam, prefix))
+        else:
+            messages.append({"role": "assistant", "content": request.prefill})
+        if continuation == "instruction":
+            messages.append({"role": "user", "content": CONTINUE_INSTRUCTION})
     return messages
 
 
@@ -148,10 +195,21 @@ class OpenAIChatProvider:
     """Chat Completions streaming with usage; tool calls arrive as indexed fragments."""
 
     supports_resume = False
+    supports_cancel = False
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, continuation: ChatContinuation = "instruction") -> None:
+        if continuation not in _DECLARED:
+            raise ValueError(f"unknown Chat Completions continuation {continuation!r}")
         self.model = model
         self.label = f"openai:{model}"
+        self.mode: ChatContinuation = continuation
+        self.continuation = _DECLARED[continuation]
+
+    def continuation_for(self, request: ModelRequest) -> Continuation:
+        return self.continuation
+
+    async def cancel(self, response_id: str) -> None:
+        """Chat Completions keeps nothing server-side: nothing to cancel."""
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         async for event in translate_errors(self.label, self._events(request)):
@@ -160,14 +218,18 @@ class OpenAIChatProvider:
     async def _events(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         client = openai_client()
         tools = chat_tools(request)
+        continuing = bool(request.prefill)
         stream = await client.chat.completions.create(
             model=request.model or self.model,
-            messages=chat_messages(request),
+            messages=chat_messages(request, self.mode),
             tools=tools or omit,
             max_completion_tokens=request.max_output_tokens,
             stream=True,
             stream_options={"include_usage": True},
+            extra_body=VLLM_CONTINUE if continuing and self.mode == "vllm" else None,
         )
+        by_instruction = continuing and self.mode == "instruction"
+        trim = OverlapTrimmer(request.prefill or "" if by_instruction else "")
         calls = ToolCallAccumulator()
         reason: str | None = None
         usage: CompletionUsage | None = None
@@ -175,8 +237,11 @@ class OpenAIChatProvider:
             async for chunk in stream:
                 usage = chunk.usage or usage
                 for choice in chunk.choices:
-                    if choice.delta.content:
-                        yield TextDelta(text=choice.delta.content)
+                    text = trim(choice.delta.content) if choice.delta.content else ""
+                    if text:
+                        yield TextDelta(text=text)
+                    if choice.delta.tool_calls and (held := trim.flush()):
+                        yield TextDelta(text=held)
                     for fragment in choice.delta.tool_calls or []:
                         for event in calls.feed(fragment):
                             yield event
@@ -185,6 +250,9 @@ class OpenAIChatProvider:
             raise ProviderError(
                 f"{self.label}: the stream ended without a finish reason", retryable=True
             )
+        rest = trim.flush()
+        if rest:
+            yield TextDelta(text=rest)
         for event in calls.finish():
             yield event
         yield _finish(reason, usage)

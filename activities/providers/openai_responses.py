@@ -3,12 +3,23 @@
 Every response is created with `background=True, store=True`, so it keeps generating
 server-side if we lose the stream. Each event's `sequence_number` is reported as a
 `ResponseCursor`; given `request.resume`, we re-attach with
-`responses.retrieve(id, stream=True, starting_after=N)` and continue exactly after N.
+`responses.retrieve(id, stream=True, starting_after=N)` and continue exactly after N
+(https://developers.openai.com/api/docs/guides/background, "Streaming a background response").
+
+When the response cannot be re-attached (it expired, or was cancelled) the model step falls back
+to `request.prefill`. Like Chat Completions, the Responses API does not continue a trailing
+assistant message, so the partial is continued by **instruction** (partial, then
+`CONTINUE_INSTRUCTION`, overlap trimmed): best effort.
+
+`cancel(response_id)` stops a background response server-side (`POST
+/v1/responses/{id}/cancel`); "Cancelling twice is idempotent - subsequent calls simply return
+the final Response object" (same guide).
 """
 
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 
+import openai
 from openai import AsyncOpenAI, omit
 from openai.types.responses import (
     FunctionToolParam,
@@ -39,8 +50,15 @@ from activities.providers.common import (
     parse_arguments,
     translate_errors,
 )
-from activities.providers.errors import from_status
+from activities.providers.continuation import (
+    CONTINUE_INSTRUCTION,
+    INSTRUCTION,
+    RESUME,
+    Continuation,
+)
+from activities.providers.errors import from_status, to_provider_error
 from domain.conversation import AssistantItem, UserItem
+from domain.overlap import OverlapTrimmer
 from domain.provider_events import (
     Finish,
     ProviderEvent,
@@ -58,8 +76,16 @@ _INCOMPLETE: dict[str, FinishReason] = {
 }
 
 
+_FINISHED = ("already", "completed", "cancelled", "canceled", "finished", "synchronous")
+"""Words of a refused cancel that mean there was nothing left to cancel. OpenAI answers a
+repeated cancel with the final response; OpenAI-compatible servers (vLLM, SGLang) refuse a
+finished one with 400 `Cannot cancel a synchronous response.`"""
+
+
 def response_input(request: ModelRequest) -> list[ResponseInputItemParam]:
-    """The conversation as input items; a prefill is a trailing assistant message item."""
+    """The conversation as input items; a prefill is the partial answer as an assistant message
+    followed by the continue instruction (the API does not continue a trailing assistant
+    message)."""
     items: list[ResponseInputItemParam] = []
     for item in request.conversation:
         if isinstance(item, UserItem):
@@ -83,6 +109,7 @@ def response_input(request: ModelRequest) -> list[ResponseInputItemParam]:
             )
     if request.prefill:
         items.append({"type": "message", "role": "assistant", "content": request.prefill})
+        items.append({"type": "message", "role": "user", "content": CONTINUE_INSTRUCTION})
     return items
 
 
@@ -126,6 +153,7 @@ class _Reader:
     """Translates one stream of Responses events, remembering what a cursor must cover."""
 
     label: str
+    trim: OverlapTrimmer = field(default_factory=lambda: OverlapTrimmer(""))
     response_id: str = ""
     calls: dict[str, _Call] = field(default_factory=dict)
     orphans: dict[str, list[str]] = field(default_factory=dict)
@@ -134,7 +162,8 @@ class _Reader:
 
     def read(self, event: ResponseStreamEvent) -> list[ProviderEvent]:
         if isinstance(event, ResponseTextDeltaEvent):
-            return [TextDelta(text=event.delta)]
+            text = self.trim(event.delta)
+            return [TextDelta(text=text)] if text else []
         if isinstance(
             event, ResponseReasoningSummaryTextDeltaEvent | ResponseReasoningTextDeltaEvent
         ):
@@ -142,12 +171,13 @@ class _Reader:
         if isinstance(event, ResponseFunctionCallArgumentsDeltaEvent):
             return self._arguments(event.item_id, event.delta)
         if isinstance(event, ResponseOutputItemAddedEvent | ResponseOutputItemDoneEvent):
-            return self._item(event)
+            return [*self.flush(), *self._item(event)]
         if isinstance(event, ResponseCreatedEvent | ResponseInProgressEvent | ResponseQueuedEvent):
             self.response_id = event.response.id
         elif isinstance(event, ResponseCompletedEvent | ResponseIncompleteEvent):
             self.response_id = event.response.id
             self.finish = finish_of(event.response)
+            return self.flush()
         elif isinstance(event, ResponseFailedEvent):
             error = event.response.error
             message = error.message if error else "the response failed"
@@ -155,6 +185,11 @@ class _Reader:
         elif isinstance(event, ResponseErrorEvent):
             raise from_status(self.label, 200, event.message, error_type=event.code or None)
         return []
+
+    def flush(self) -> list[ProviderEvent]:
+        """Text the overlap trimmer still holds (an instruction continuation)."""
+        text = self.trim.flush()
+        return [TextDelta(text=text)] if text else []
 
     def _arguments(self, item_id: str, delta: str) -> list[ProviderEvent]:
         call = self.calls.get(item_id)
@@ -182,8 +217,9 @@ class _Reader:
         return events
 
     def cursor(self, event: ResponseStreamEvent) -> ResponseCursor | None:
-        """A cursor only once everything up to this event has been yielded."""
-        if not self.response_id or self.orphans:
+        """A cursor only once everything up to this event has been yielded (text the trimmer
+        holds has not been)."""
+        if not self.response_id or self.orphans or self.trim.holding:
             return None
         return ResponseCursor(response_id=self.response_id, sequence_number=event.sequence_number)
 
@@ -192,10 +228,32 @@ class OpenAIResponsesProvider:
     """Background-mode Responses streaming that can re-attach after a lost connection."""
 
     supports_resume = True
+    supports_cancel = True
+    continuation = RESUME
 
     def __init__(self, model: str) -> None:
         self.model = model
         self.label = f"openai-responses:{model}"
+
+    def continuation_for(self, request: ModelRequest) -> Continuation:
+        return INSTRUCTION if request.prefill and request.resume is None else RESUME
+
+    async def cancel(self, response_id: str) -> None:
+        """Cancel the background response `response_id`; nothing happens if it already finished
+        or was cancelled. Any other failure (unknown id, transport) is a `ProviderError`."""
+        try:
+            await openai_client().responses.cancel(response_id)
+        except openai.APIStatusError as exc:
+            body = exc.body
+            said = str(body.get("message", "")) if isinstance(body, dict) else str(exc)
+            if exc.status_code in (400, 409) and any(w in said.lower() for w in _FINISHED):
+                return
+            raise to_provider_error(self.label, exc) or exc from exc
+        except openai.APIError as exc:
+            error = to_provider_error(self.label, exc)
+            if error is None:
+                raise
+            raise error from exc
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         async for event in translate_errors(self.label, self._events(request)):
@@ -204,6 +262,8 @@ class OpenAIResponsesProvider:
     async def _events(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         client = openai_client()
         reader = _Reader(label=self.label)
+        if request.resume is None and request.prefill:
+            reader.trim = OverlapTrimmer(request.prefill)
         if request.resume is not None:
             reader.response_id = request.resume.response_id
             stream = await client.responses.retrieve(

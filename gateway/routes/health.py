@@ -1,14 +1,29 @@
 """Liveness of the gateway's dependencies."""
 
+from typing import Literal
+
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from gateway.deps import ServicesDep
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", summary="200 when Temporal and the store are reachable")
+class Health(BaseModel):
+    status: Literal["ok", "unavailable"]
+    checks: dict[str, str]
+
+
+@router.get(
+    "/healthz",
+    summary="200 when Temporal and the store are reachable",
+    responses={
+        200: {"model": Health, "description": "Both answer"},
+        503: {"model": Health, "description": "`checks` names what is unreachable"},
+    },
+)
 async def healthz(services: ServicesDep) -> JSONResponse:
     checks: dict[str, str] = {}
     try:

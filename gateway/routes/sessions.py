@@ -6,8 +6,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from gateway.deps import OwnedSessionDep, ServicesDep, TenantDep, session_not_found
+from gateway.deps import (
+    OwnedSessionDep,
+    ServicesDep,
+    SessionIdPath,
+    TenantDep,
+    session_not_found,
+)
 from gateway.schemas import EventPublic, SessionPublic, SessionsPublic, SessionUpdate
+from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
 from storage.events import list_events
 from storage.sessions import (
     active_submission_ids,
@@ -19,6 +26,8 @@ from turn_control.client import cancel_turn, wait_turn_ended
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 CANCEL_GRACE_SECONDS = 10.0
+MAX_OFFSET = 2**31 - 1
+MAX_EVENT_ID = 2**63 - 1
 
 
 @router.get("", summary="List sessions, most recently active first")
@@ -26,7 +35,7 @@ async def list_all(
     services: ServicesDep,
     tenant: TenantDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> SessionsPublic:
     rows, total = await list_sessions(services.db, tenant_id=tenant, limit=limit, offset=offset)
     return SessionsPublic(data=[SessionPublic.of(row) for row in rows], count=total)
@@ -39,7 +48,7 @@ async def read(session: OwnedSessionDep) -> SessionPublic:
 
 @router.patch("/{session_id}", summary="Rename a session")
 async def rename(
-    session_id: str, update: SessionUpdate, services: ServicesDep, tenant: TenantDep
+    session_id: SessionIdPath, update: SessionUpdate, services: ServicesDep, tenant: TenantDep
 ) -> SessionPublic:
     renamed = await rename_session(
         services.db, tenant_id=tenant, session_id=session_id, title=update.title
@@ -53,7 +62,11 @@ async def rename(
 async def delete(session: OwnedSessionDep, services: ServicesDep, tenant: TenantDep) -> Response:
     active = await active_submission_ids(services.db, tenant_id=tenant, session_id=session.id)
     for submission_id in active:
-        await cancel_turn(services.client, submission_id)
+        await temporal_call(
+            cancel_turn(services.client, submission_id),
+            within=TEMPORAL_TIMEOUT_SECONDS,
+            client=services.client,
+        )
     # Let the cancelled turns close their logs (with `abort`) so their streams end cleanly.
     await asyncio.gather(
         *(wait_turn_ended(services.client, i, grace_seconds=CANCEL_GRACE_SECONDS) for i in active)
@@ -67,7 +80,7 @@ async def delete(session: OwnedSessionDep, services: ServicesDep, tenant: Tenant
 async def events(
     session: OwnedSessionDep,
     services: ServicesDep,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_EVENT_ID)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> list[EventPublic]:
     rows = await list_events(services.db, session_id=session.id, after_id=after, limit=limit)

@@ -14,6 +14,9 @@ class Streamed:
     status: int
     headers: httpx.Headers
     events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    """(seq, chunk) of every event."""
+    event_ids: list[str] = field(default_factory=list)
+    """The SSE ids as sent: `<submission id>:<seq>`."""
     done: bool = False
 
     @property
@@ -22,7 +25,12 @@ class Streamed:
 
     @property
     def ids(self) -> list[int]:
+        """The seq of every event."""
         return [seq for seq, _ in self.events]
+
+    @property
+    def last_event_id(self) -> str:
+        return self.event_ids[-1]
 
     def text(self) -> str:
         return "".join(c.get("delta", "") for c in self.chunks if c["type"] == "text-delta")
@@ -61,7 +69,10 @@ async def read_stream(
             if event.data == "[DONE]":
                 streamed.done = True
                 break
-            streamed.events.append((int(event.id), json.loads(event.data)))
+            submission_id, _, seq = event.id.rpartition(":")
+            assert submission_id == streamed.headers["x-perdure-submission-id"], event.id
+            streamed.events.append((int(seq), json.loads(event.data)))
+            streamed.event_ids.append(event.id)
             if stop_after is not None and len(streamed.events) >= stop_after:
                 break
     return streamed

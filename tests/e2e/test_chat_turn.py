@@ -25,6 +25,8 @@ async def test_a_turn_streams_an_ai_sdk_ui_message_stream(http: httpx.AsyncClien
     assert streamed.headers["content-type"].startswith("text/event-stream")
     assert streamed.done
     assert streamed.ids == list(range(len(streamed.events)))
+    submission = streamed.headers["x-perdure-submission-id"]
+    assert streamed.event_ids == [f"{submission}:{seq}" for seq in streamed.ids]
     assert streamed.chunks[0]["type"] == "start"
     assert streamed.chunks[0]["messageId"].startswith("msg_")
     assert streamed.types()[-1] == "finish"
@@ -80,7 +82,7 @@ async def test_a_dropped_stream_resumes_after_last_event_id_without_gap_or_dupli
     last_seen = first.ids[-1]
 
     rest = await read_stream(
-        http, "GET", f"/api/chat/{session}/stream", headers={"Last-Event-ID": str(last_seen)}
+        http, "GET", f"/api/chat/{session}/stream", headers={"Last-Event-ID": first.last_event_id}
     )
 
     assert rest.status == 200
@@ -127,6 +129,7 @@ async def test_a_cursor_resume_of_a_turn_that_ended_meanwhile_gets_the_rest(
     await asyncio.sleep(0.1)
     await wait_idle(http, session)
 
+    # a bare seq (the id format before ids named their turn) still resumes the latest turn
     rest = await read_stream(
         http, "GET", f"/api/chat/{session}/stream", headers={"Last-Event-ID": str(first.ids[-1])}
     )

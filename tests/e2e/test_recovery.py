@@ -7,6 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
+from activities.providers import CONTINUE_INSTRUCTION
 from tests import agents
 from tests.e2e.chat_client import counting, read_stream, send
 from tests.e2e.test_chat_turn import later, new_session, wait_idle
@@ -58,7 +59,8 @@ async def test_a_dropped_provider_stream_continues_the_same_message_exactly(
     assert text_of(answer) == counting(80)
     assert len([p for p in answer["parts"] if p["type"] == "text"]) == 1
     first, second = fake_provider.requests_for(text)
-    assert second.body["messages"][-1]["role"] == "assistant"  # the partial, as a prefill
+    assert second.body["messages"][-2]["role"] == "assistant"  # the partial
+    assert second.body["messages"][-1] == {"role": "user", "content": CONTINUE_INSTRUCTION}
     assert await events_of(http, session) == [
         "chat.recovery.detected",
         "chat.recovery.attempt",
@@ -111,7 +113,10 @@ async def test_a_provider_that_refuses_prefill_regenerates_the_step(
     session = new_session()
 
     streamed = await send(
-        http, session, unique("@count 50 @delay 2 @disconnect_after 20 @reject_prefill")
+        http,
+        session,
+        unique("@count 50 @delay 2 @disconnect_after 20 @reject_prefill"),
+        agent="anthropic",
     )
 
     assert [n["data"].get("action") for n in notices(streamed)] == ["continue", "regenerate"]

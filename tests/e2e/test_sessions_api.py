@@ -7,6 +7,7 @@ import uuid
 import httpx
 
 from gateway.app import create_app
+from runtime.settings import ApiKeys
 from tests.e2e.chat_client import chat_body, send, user_message
 from tests.stack import Stack
 
@@ -76,7 +77,9 @@ async def test_health_is_ok_when_temporal_and_the_store_answer(http: httpx.Async
 
 
 async def test_a_tenant_cannot_read_or_change_another_tenants_session(stack: Stack) -> None:
-    settings = stack.settings.model_copy(update={"api_keys": "key-a:alpha,key-b:beta"})
+    settings = stack.settings.model_copy(
+        update={"api_keys": ApiKeys.parse("key-a:alpha,key-b:beta")}
+    )
     services = dataclasses.replace(stack.services, settings=settings)
     app = create_app(services=services)
     session = f"t-{uuid.uuid4().hex[:8]}"
@@ -105,7 +108,7 @@ async def test_a_tenant_cannot_read_or_change_another_tenants_session(stack: Sta
 async def test_a_request_without_a_valid_key_is_a_401_when_keys_are_configured(
     stack: Stack,
 ) -> None:
-    settings = stack.settings.model_copy(update={"api_keys": "key-a:alpha"})
+    settings = stack.settings.model_copy(update={"api_keys": ApiKeys.parse("key-a:alpha")})
     app = create_app(services=dataclasses.replace(stack.services, settings=settings))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://perdure") as api:

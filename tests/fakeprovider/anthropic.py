@@ -1,4 +1,16 @@
-"""`POST /v1/messages` with `stream=true`: Anthropic's named SSE events."""
+"""`POST /v1/messages` with `stream=true`: Anthropic's named SSE events.
+
+As strict as the real API (`rules.py`): tool_use/tool_result pairing, the `thinking`
+configuration, the thinking-block requirement when thinking is on, no trailing whitespace in a
+final assistant message. A final assistant message is a prefill and is continued exactly; a
+partial followed by the continue instruction is answered by a model that follows it.
+
+With `thinking: {type: "enabled"}` the answer starts with a thinking block, streamed as the
+real API streams it: `content_block_start` `{"type": "thinking", "thinking": ""}`,
+`thinking_delta`s, then a `signature_delta` "just before the block's content_block_stop"
+(the SDK's `SignatureDelta` docs; https://platform.claude.com/docs/en/build-with-claude/streaming).
+Thinking deltas are not content deltas: faults and counters see only the answer.
+"""
 
 import uuid
 from typing import Any
@@ -7,15 +19,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tests.fakeprovider import rules
 from tests.fakeprovider.directives import Fault, parse
 from tests.fakeprovider.gate import Rejection, screen
 from tests.fakeprovider.player import Frame, FrameStream, StreamFault, schedule, sse
-from tests.fakeprovider.script import Plan, make_plan
+from tests.fakeprovider.script import Continuing, Plan, make_plan, words
 from tests.fakeprovider.state import FakeState
-from tests.fakeprovider.transcript import from_anthropic
+from tests.fakeprovider.transcript import Transcript, from_anthropic
 
 _STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
-_TRAILING_WHITESPACE = "messages: final assistant content cannot end with trailing whitespace"
+THINKING = "Let me work out what is asked, then answer it."
+"""What the fake model thinks, when thinking is enabled."""
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -48,7 +62,19 @@ def _event(data: dict[str, Any]) -> bytes:
     return sse(data, event=str(data["type"]))
 
 
-def message_frames(plan: Plan, model: str) -> list[Frame]:
+def _thinking_frames(signature: str) -> list[Frame]:
+    block = {"type": "thinking", "thinking": ""}
+    frames = [Frame(_event({"type": "content_block_start", "index": 0, "content_block": block}))]
+    for text in words(THINKING):
+        delta = {"type": "thinking_delta", "thinking": text}
+        frames.append(Frame(_event({"type": "content_block_delta", "index": 0, "delta": delta})))
+    delta = {"type": "signature_delta", "signature": signature}
+    frames.append(Frame(_event({"type": "content_block_delta", "index": 0, "delta": delta})))
+    frames.append(Frame(_event({"type": "content_block_stop", "index": 0})))
+    return frames
+
+
+def message_frames(plan: Plan, model: str, thinking: bool = False) -> list[Frame]:
     message: dict[str, Any] = {
         "id": f"msg_{uuid.uuid4().hex[:24]}",
         "type": "message",
@@ -62,18 +88,20 @@ def message_frames(plan: Plan, model: str) -> list[Frame]:
     frames = [Frame(_event({"type": "message_start", "message": message}))]
     frames.append(Frame(_event({"type": "ping"})))
     index = 0
+    if thinking:
+        frames += _thinking_frames(signature=f"sig_{uuid.uuid4().hex}")
+        index = 1
     if plan.text_chunks or not plan.tool_calls:
         block = {"type": "text", "text": ""}
-        frames.append(
-            Frame(_event({"type": "content_block_start", "index": 0, "content_block": block}))
-        )
+        start = {"type": "content_block_start", "index": index, "content_block": block}
+        frames.append(Frame(_event(start)))
         for text in plan.text_chunks:
             delta = {"type": "text_delta", "text": text}
             frames.append(
-                Frame(_event({"type": "content_block_delta", "index": 0, "delta": delta}), True)
+                Frame(_event({"type": "content_block_delta", "index": index, "delta": delta}), True)
             )
-        frames.append(Frame(_event({"type": "content_block_stop", "index": 0})))
-        index = 1
+        frames.append(Frame(_event({"type": "content_block_stop", "index": index})))
+        index += 1
     for offset, call in enumerate(plan.tool_calls, start=index):
         tool_use = {"type": "tool_use", "id": f"toolu_{call.key}", "name": call.name, "input": {}}
         start = {"type": "content_block_start", "index": offset, "content_block": tool_use}
@@ -87,7 +115,8 @@ def message_frames(plan: Plan, model: str) -> list[Frame]:
             )
         frames.append(Frame(_event({"type": "content_block_stop", "index": offset})))
     stop = {"stop_reason": _STOP_REASON[plan.finish], "stop_sequence": None}
-    usage = {"output_tokens": plan.output_tokens}
+    thought = len(words(THINKING)) if thinking else 0
+    usage = {"output_tokens": plan.output_tokens + thought}
     frames.append(Frame(_event({"type": "message_delta", "delta": stop, "usage": usage})))
     frames.append(Frame(_event({"type": "message_stop"})))
     return frames
@@ -117,18 +146,33 @@ class AnthropicRoutes:
         verdict: Rejection | Fault | None
         if not body.get("stream"):
             verdict = Rejection(400, "The fake provider only streams: set stream=true.")
-        elif transcript.prefill is not None and transcript.prefill != transcript.prefill.rstrip():
-            verdict = Rejection(400, _TRAILING_WHITESPACE)
         else:
-            verdict = screen(self.state, transcript, directives)
+            verdict = rules.first_violation(
+                body,
+                rules.anthropic_thinking_config,
+                rules.anthropic_tool_pairs,
+                rules.anthropic_thinking_blocks,
+                rules.anthropic_trailing_whitespace,
+            ) or screen(self.state, transcript, directives)
         if isinstance(verdict, Rejection):
             record.status = verdict.status
             return anthropic_error(verdict)
-        plan = make_plan(transcript, directives)
-        frames = message_frames(plan, str(body.get("model", "")))
+        plan = make_plan(transcript, directives, _continuing(transcript))
+        thinking = rules.thinking_enabled(body)
+        frames = message_frames(plan, str(body.get("model", "")), thinking=thinking)
         return FrameStream(
             schedule(frames, record.started_at, plan.delay_s, plan.ttft_s),
             state=self.state,
             record=record,
             fault=_stream_fault(verdict),
         )
+
+
+def _continuing(transcript: Transcript) -> Continuing | None:
+    """A final assistant message is a prefill, continued exactly; a partial followed by the
+    continue instruction is continued the way a model following it does."""
+    if transcript.prefill is not None:
+        return Continuing(transcript.prefill)
+    if transcript.partial is not None:
+        return Continuing(transcript.partial, repeat=True)
+    return None

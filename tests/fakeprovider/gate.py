@@ -7,6 +7,9 @@ from tests.fakeprovider.state import FakeState
 from tests.fakeprovider.transcript import Transcript
 
 PREFILL_REJECTED = "Prefilling assistant messages is not supported for this model."
+"""`@reject_prefill`: Anthropic's answer for models without prefill (Claude Opus 4.6, as quoted
+in public reports, e.g. docs.agno.com "append trailing user message": "Claude 4.6+ does not
+support assistant message prefill")."""
 
 
 @dataclass(frozen=True)
@@ -16,6 +19,10 @@ class Rejection:
     status: int
     message: str
     headers: dict[str, str] = field(default_factory=dict)
+    param: str | None = None
+    """OpenAI's `error.param` (e.g. `messages.[3].role`)."""
+    code: str | None = None
+    """OpenAI's `error.code` (e.g. `unknown_parameter`); None renders the status default."""
 
 
 def screen(

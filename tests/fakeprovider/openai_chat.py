@@ -1,20 +1,47 @@
-"""`POST /v1/chat/completions` with `stream=true`: `data: {chat.completion.chunk}` … `[DONE]`."""
+"""`POST …/chat/completions` with `stream=true`: `data: {chat.completion.chunk}` … `[DONE]`.
+
+Three flavours of the same wire format, each as its server really behaves:
+
+- OpenAI, `/v1/chat/completions`: refuses unknown body parameters and unpaired tool messages
+  (`rules.py`). It never continues a trailing assistant message: the answer starts afresh
+  ("the model generates the next assistant message", and nothing in the Chat Completions
+  reference continues one; vLLM documents `continue_final_message` as its own extension).
+  A partial answer followed by the adapters' continue instruction is answered by a model that
+  follows it, repeating the last word or two of the partial first, as real models often do.
+- vLLM, `/vllm/v1/chat/completions`: with `continue_final_message: true` (and
+  `add_generation_prompt: false`; both true is refused with vLLM's "Cannot set both
+  `continue_final_message` and `add_generation_prompt` to True.") the final assistant message
+  is continued exactly. vLLM ignores parameters it does not know.
+  https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html
+- DeepSeek beta, `/deepseek/beta/chat/completions`: a last assistant message with
+  `"prefix": true` is continued exactly. https://api-docs.deepseek.com/guides/chat_prefix_completion
+"""
 
 import time
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakeprovider.directives import parse
+from tests.fakeprovider import rules
+from tests.fakeprovider.directives import Fault, parse
 from tests.fakeprovider.gate import Rejection, screen
 from tests.fakeprovider.openai_common import openai_error, openai_stream_fault
 from tests.fakeprovider.player import Frame, FrameStream, schedule, sse
-from tests.fakeprovider.script import Plan, make_plan
+from tests.fakeprovider.script import Continuing, Plan, make_plan
 from tests.fakeprovider.state import FakeState
-from tests.fakeprovider.transcript import from_chat
+from tests.fakeprovider.transcript import Transcript, from_chat
+
+Flavour = Literal["openai", "vllm", "deepseek"]
+_PATHS: dict[Flavour, str] = {
+    "openai": "/v1/chat/completions",
+    "vllm": "/vllm/v1/chat/completions",
+    "deepseek": "/deepseek/beta/chat/completions",
+}
+_VLLM_BOTH = "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
+"""vllm/entrypoints/openai/protocol.py, `check_generation_prompt`."""
 
 _FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls"}
 
@@ -72,26 +99,69 @@ def chat_frames(plan: Plan, model: str, include_usage: bool) -> list[Frame]:
     return frames
 
 
+def vllm_error(rejection: Rejection) -> JSONResponse:
+    """vLLM's error body: `{"error": {"message", "type": "BadRequestError", "param", "code"}}`."""
+    error = {"message": rejection.message, "type": "BadRequestError", "param": None, "code": 400}
+    return JSONResponse({"error": error}, status_code=rejection.status)
+
+
+def _continuing(
+    flavour: Flavour, body: dict[str, Any], transcript: Transcript
+) -> Continuing | None:
+    """What the answer goes on from: an exact continuation where the server offers one and the
+    request asks for it, else a partial followed by the continue instruction, else nothing."""
+    messages = body.get("messages") or []
+    last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+    if transcript.prefill is not None:
+        if flavour == "vllm" and body.get("continue_final_message"):
+            return Continuing(transcript.prefill)
+        if flavour == "deepseek" and last.get("prefix") is True:
+            return Continuing(transcript.prefill)
+    if transcript.partial is not None:
+        return Continuing(transcript.partial, repeat=True)
+    return None
+
+
 class ChatRoutes:
     def __init__(self, state: FakeState) -> None:
         self.state = state
 
     def routes(self) -> list[Route]:
-        return [Route("/v1/chat/completions", self.create, methods=["POST"])]
+        return [
+            Route(path, self._handler(flavour), methods=["POST"])
+            for flavour, path in _PATHS.items()
+        ]
 
-    async def create(self, request: Request) -> Response:
+    def _handler(self, flavour: Flavour) -> Any:
+        async def handle(request: Request) -> Response:
+            return await self.create(request, flavour)
+
+        return handle
+
+    def _refusal(self, flavour: Flavour, body: dict[str, Any]) -> Rejection | None:
+        if not body.get("stream"):
+            return Rejection(400, "The fake provider only streams: set stream=true.")
+        if flavour == "openai":
+            return rules.first_violation(
+                body, rules.unrecognized_chat_arguments, rules.chat_tool_messages
+            )
+        if flavour == "vllm" and body.get("continue_final_message"):
+            if body.get("add_generation_prompt", True):
+                return Rejection(400, _VLLM_BOTH)
+        return None
+
+    async def create(self, request: Request, flavour: Flavour = "openai") -> Response:
         body: dict[str, Any] = await request.json()
         transcript = from_chat(body)
         record = self.state.record("chat.completions", body, transcript.user_text)
-        if not body.get("stream"):
-            record.status = 400
-            return openai_error(Rejection(400, "The fake provider only streams: set stream=true."))
         directives = parse(transcript.user_text)
-        verdict = screen(self.state, transcript, directives)
+        verdict: Rejection | Fault | None = self._refusal(flavour, body) or screen(
+            self.state, transcript, directives
+        )
         if isinstance(verdict, Rejection):
             record.status = verdict.status
-            return openai_error(verdict)
-        plan = make_plan(transcript, directives)
+            return vllm_error(verdict) if flavour == "vllm" else openai_error(verdict)
+        plan = make_plan(transcript, directives, _continuing(flavour, body, transcript))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         frames = chat_frames(plan, str(body.get("model", "")), include_usage)
         return FrameStream(

@@ -20,8 +20,16 @@ def _type_and_code(status: int) -> tuple[str, str | None]:
 
 
 def openai_error(rejection: Rejection) -> JSONResponse:
+    """`{"error": {"message", "type", "param", "code"}}`, OpenAI's error body."""
     kind, code = _type_and_code(rejection.status)
-    body = {"error": {"message": rejection.message, "type": kind, "param": None, "code": code}}
+    body = {
+        "error": {
+            "message": rejection.message,
+            "type": kind,
+            "param": rejection.param,
+            "code": rejection.code or code,
+        }
+    }
     return JSONResponse(body, status_code=rejection.status, headers=rejection.headers)
 
 

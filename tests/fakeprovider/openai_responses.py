@@ -2,7 +2,18 @@
 
 A response's events and their due times are fixed when it is created, so generation
 "continues server-side" while no client listens: `GET /v1/responses/{id}?stream=true
-&starting_after=N` plays the events after N, the overdue ones at once.
+&starting_after=N` plays the events after N, the overdue ones at once
+(https://developers.openai.com/api/docs/guides/background, "Streaming a background response").
+
+As the real API (`rules.py`): unknown parameters and `function_call`s without output are
+refused; background mode needs `store`; a trailing assistant message is not continued (the
+answer starts afresh), while a partial followed by the continue instruction is answered by a
+model that follows it. `POST /v1/responses/{id}/cancel` works only for background responses
+("Only responses created with the background parameter set to true can be cancelled",
+https://developers.openai.com/api/reference/resources/responses/methods/cancel); it answers the
+response object with status `cancelled`, and "Cancelling twice is idempotent - subsequent calls
+simply return the final Response object" (the background guide). A cancelled response's
+streams end, and so do re-attaches to it.
 """
 
 import asyncio
@@ -15,15 +26,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakeprovider.directives import parse
+from tests.fakeprovider import rules
+from tests.fakeprovider.directives import Fault, parse
 from tests.fakeprovider.gate import Rejection, screen
 from tests.fakeprovider.openai_common import openai_error, openai_stream_fault
 from tests.fakeprovider.player import Frame, FrameStream, schedule, sse
-from tests.fakeprovider.script import Plan, make_plan
+from tests.fakeprovider.script import Continuing, Plan, make_plan
 from tests.fakeprovider.state import FakeState
 from tests.fakeprovider.transcript import from_responses
 
 Event = dict[str, Any]
+
+SYNCHRONOUS_CANCEL = "Cannot cancel a synchronous response."
+"""The refusal for a response not created in background mode, as OpenAI-compatible servers word
+it (vLLM and SGLang `cancel_responses`); OpenAI documents the rule, not its message."""
 
 
 def _usage(plan: Plan) -> dict[str, Any]:
@@ -203,15 +219,24 @@ class ResponsesRoutes:
         transcript = from_responses(body)
         record = self.state.record("responses", body, transcript.user_text)
         background = bool(body.get("background"))
-        if not body.get("stream") and not background:
-            record.status = 400
-            return openai_error(Rejection(400, "The fake provider only streams: set stream=true."))
         directives = parse(transcript.user_text)
-        verdict = screen(self.state, transcript, directives)
+        verdict: Rejection | Fault | None
+        if not body.get("stream") and not background:
+            verdict = Rejection(400, "The fake provider only streams: set stream=true.")
+        else:
+            verdict = rules.first_violation(
+                body,
+                rules.unknown_responses_parameter,
+                rules.background_without_store,
+                rules.responses_function_call_outputs,
+            ) or screen(self.state, transcript, directives)
         if isinstance(verdict, Rejection):
             record.status = verdict.status
             return openai_error(verdict)
-        plan = make_plan(transcript, directives)
+        continuing = None
+        if transcript.partial is not None:
+            continuing = Continuing(transcript.partial, repeat=True)
+        plan = make_plan(transcript, directives, continuing)
         response_id = f"resp_{uuid.uuid4().hex}"
         events = response_events(plan, response_id, body)
         frames = [
@@ -268,10 +293,10 @@ class ResponsesRoutes:
         stored = self._find(request)
         if not isinstance(stored, StoredResponse):
             return stored
-        self.state.record("responses.cancel", {"response_id": stored.id}, stored.user_text)
+        record = self.state.record("responses.cancel", {"response_id": stored.id}, stored.user_text)
         if not stored.background:
-            message = "Only responses created with background=true can be cancelled."
-            return openai_error(Rejection(400, message))
+            record.status = 400
+            return openai_error(Rejection(400, SYNCHRONOUS_CANCEL))
         now = time.monotonic()
         if stored.cancelled_at is None and now < stored.finished_at:
             stored.cancelled_at = now

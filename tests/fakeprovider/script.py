@@ -48,6 +48,17 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
+@dataclass(frozen=True)
+class Continuing:
+    """A partial answer the fake model goes on from (see `make_plan`)."""
+
+    partial: str
+    repeat: bool = False
+    """False: an API that continues the text exactly (a prefill). True: a model asked by
+    instruction to continue, which, as real models often do, starts by repeating the last
+    word or two of the partial (the word in progress restarted)."""
+
+
 def continuation(chunks: list[str], prefill: str | None) -> list[str]:
     """The chunks still to send after `prefill`, cut at the same boundaries as the full answer."""
     full = "".join(chunks)
@@ -61,6 +72,22 @@ def continuation(chunks: list[str], prefill: str | None) -> list[str]:
             remainder.append(chunk[max(0, len(prefill) - position) :])
         position = end
     return remainder
+
+
+def repeating_continuation(chunks: list[str], partial: str) -> list[str]:
+    """The chunks from the start of the word before the one the partial ends in (that word
+    restarted if the partial ends inside it), the first without its leading whitespace."""
+    full = "".join(chunks)
+    if not partial or not full.startswith(partial):
+        return chunks
+    position, last = 0, len(chunks) - 1
+    for index, chunk in enumerate(chunks):
+        position += len(chunk)
+        if position >= len(partial):
+            last = index
+            break
+    rest = chunks[max(0, last - 1) :]
+    return [rest[0].lstrip(), *rest[1:]] if rest else rest
 
 
 def _call_key(user_text: str, position: int, name: str) -> str:
@@ -101,7 +128,12 @@ def answer_text(directives: Directives) -> str:
     return f"You said: {directives.text}".rstrip()
 
 
-def make_plan(transcript: Transcript, directives: Directives) -> Plan:
+def make_plan(
+    transcript: Transcript, directives: Directives, continuing: Continuing | None = None
+) -> Plan:
+    """The fake model's answer. Given `continuing`, a text answer that starts with the partial
+    is continued from it (exactly, or repeating its last words); any other request is answered
+    from the start, whatever assistant text ends it."""
     calls: list[ToolCallPlan] = []
     if directives.tools:
         calls, text = _tool_step(
@@ -109,7 +141,12 @@ def make_plan(transcript: Transcript, directives: Directives) -> Plan:
         )
     else:
         text = answer_text(directives)
-    chunks = [] if calls else continuation(words(text), transcript.prefill)
+    chunks = [] if calls else words(text)
+    if chunks and continuing is not None:
+        if continuing.repeat:
+            chunks = repeating_continuation(chunks, continuing.partial)
+        else:
+            chunks = continuation(chunks, continuing.partial)
     finish: Finish = "tool_calls" if calls else "stop"
     if transcript.max_tokens is not None and len(chunks) > transcript.max_tokens:
         chunks, finish = chunks[: transcript.max_tokens], "length"

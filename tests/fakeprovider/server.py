@@ -26,9 +26,11 @@ class _HideDeliberateAborts(logging.Filter):
 
 
 class FakeProvider:
-    """OpenAI Chat Completions, OpenAI Responses and Anthropic Messages, scripted by directives.
+    """OpenAI Chat Completions, OpenAI Responses and Anthropic Messages, scripted by directives,
+    and as strict as the real APIs (`rules.py`).
 
-    Point the official SDKs at `openai_base_url` / `anthropic_base_url` (see `env()`).
+    Point the official SDKs at `openai_base_url` / `anthropic_base_url` (see `env()`);
+    `vllm_base_url` and `deepseek_base_url` serve Chat Completions the way those servers do.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -103,6 +105,16 @@ class FakeProvider:
     @property
     def openai_base_url(self) -> str:
         return f"{self.url}/v1"
+
+    @property
+    def vllm_base_url(self) -> str:
+        """An OpenAI-compatible base URL that behaves like vLLM (`continue_final_message`)."""
+        return f"{self.url}/vllm/v1"
+
+    @property
+    def deepseek_base_url(self) -> str:
+        """Like DeepSeek's beta base URL (`prefix: true` continues the last assistant message)."""
+        return f"{self.url}/deepseek/beta"
 
     @property
     def anthropic_base_url(self) -> str:

@@ -23,6 +23,12 @@ import { createTrackingFetch } from './tracking-fetch.mjs';
 const BASE = gatewayUrl();
 const TEST_TIMEOUT = 30_000;
 
+/** An SSE event id is `<submission id>:<seq>`: it names the turn and the position in it. */
+function parseEventId(id) {
+  const colon = id?.lastIndexOf(':') ?? -1;
+  return { submissionId: id?.slice(0, colon), seq: Number(id?.slice(colon + 1)) };
+}
+
 const countText = n => Array.from({ length: n }, (_, i) => String(i + 1)).join(' ');
 const FULL_300 = countText(300);
 
@@ -118,9 +124,13 @@ describe('Perdure gateway through the AI SDK client', {
       'the first chunk is start with the assistant message id',
     );
     assert.ok(connection.sawDone, 'the stream ends with data: [DONE]');
-    const ids = connection.events.filter(event => event.data !== '[DONE]').map(event => Number(event.id));
-    assert.ok(ids.every(Number.isInteger), `every chunk carries a numeric SSE id: ${ids}`);
-    assert.ok(ids.every((id, i) => i === 0 || id > ids[i - 1]), `SSE ids increase: ${ids}`);
+    const submissionId = connection.headers.get('x-perdure-submission-id');
+    const ids = connection.events.filter(event => event.data !== '[DONE]').map(event => parseEventId(event.id));
+    assert.ok(
+      ids.every(id => id.submissionId === submissionId && Number.isInteger(id.seq)),
+      `every chunk carries the SSE id ${submissionId}:<seq>: ${JSON.stringify(ids)}`,
+    );
+    assert.deepEqual(ids.map(id => id.seq), ids.map((_, i) => i), 'the seqs count up from 0');
 
     // The gateway stores the same conversation, with the same ids.
     const stored = await waitFor(
@@ -205,7 +215,12 @@ describe('Perdure gateway through the AI SDK client', {
 
     const resumed = tracker.current;
     const firstId = resumed.events[0]?.id;
-    assert.ok(Number(firstId) > Number(cursor), `resumed stream starts after ${cursor}, got ${firstId}`);
+    assert.equal(parseEventId(firstId).submissionId, parseEventId(cursor).submissionId, 'the same turn');
+    assert.equal(
+      parseEventId(firstId).seq,
+      parseEventId(cursor).seq + 1,
+      `resumed stream starts right after ${cursor}, got ${firstId}`,
+    );
     assert.equal(partial + resumed.deliveredText, FULL_300, 'the resumed stream carries exactly the rest');
 
     assertSingleCompleteAnswer(chat, assistantId, FULL_300);

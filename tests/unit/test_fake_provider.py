@@ -13,10 +13,13 @@ import anthropic
 import httpx
 import openai
 import pytest
+from openai.types.responses import ResponseCreatedEvent, ResponseStreamEvent
 
+from activities.providers.continuation import CONTINUE_INSTRUCTION
+from tests.fakeprovider.anthropic import THINKING
 from tests.fakeprovider.directives import Fault, ToolDirective, parse
 from tests.fakeprovider.fixtures import count_to, tag
-from tests.fakeprovider.script import continuation, words
+from tests.fakeprovider.script import continuation, repeating_continuation, words
 from tests.fakeprovider.server import FakeProvider
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,15 +33,53 @@ def anthropic_sdk(fake: FakeProvider) -> anthropic.AsyncAnthropic:
     return anthropic.AsyncAnthropic(api_key="k", base_url=fake.anthropic_base_url, max_retries=0)
 
 
-async def chat_deltas(fake: FakeProvider, messages: list[Any]) -> list[str]:
-    stream = await openai_sdk(fake).chat.completions.create(
-        model="fake",
-        messages=messages,
-        stream=True,
+async def chat_deltas(
+    fake: FakeProvider, messages: list[Any], base_url: str | None = None, **extra: Any
+) -> list[str]:
+    client = openai.AsyncOpenAI(
+        api_key="k", base_url=base_url or fake.openai_base_url, max_retries=0
+    )
+    stream = await client.chat.completions.create(
+        model="fake", messages=messages, stream=True, extra_body=extra or None
     )
     return [
         c.choices[0].delta.content async for c in stream if c.choices and c.choices[0].delta.content
     ]
+
+
+async def anthropic_text(fake: FakeProvider, messages: list[Any], **fields: Any) -> str:
+    stream = await anthropic_sdk(fake).messages.create(
+        model="fake",
+        max_tokens=fields.pop("max_tokens", 100),
+        messages=messages,
+        stream=True,
+        **fields,
+    )
+    return "".join(
+        [
+            e.delta.text
+            async for e in stream
+            if e.type == "content_block_delta" and e.delta.type == "text_delta"
+        ]
+    )
+
+
+def created_id(events: list[ResponseStreamEvent]) -> str:
+    """The response id carried by the first event of a Responses stream."""
+    first = events[0]
+    assert isinstance(first, ResponseCreatedEvent)
+    return first.response.id
+
+
+def error_message(error: anthropic.APIStatusError) -> str:
+    """`error.message` of Anthropic's error body."""
+    body = error.body
+    assert isinstance(body, dict) and body["type"] == "error"
+    return str(body["error"]["message"])
+
+
+def tool_call(call_id: str, name: str = "lookup") -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
 
 
 # -- directives ------------------------------------------------------------------------------
@@ -83,14 +124,45 @@ async def test_count_streams_numbers_with_leading_spaces(fake_provider: FakeProv
     assert deltas == ["1", " 2", " 3", " 4"]
 
 
-async def test_prefill_continues_exactly_where_the_prefix_ends(fake_provider: FakeProvider) -> None:
+async def test_anthropic_prefill_continues_exactly_where_it_ends(
+    fake_provider: FakeProvider,
+) -> None:
     prefill = "1 2 3 4 5 6 7 8 9 10 11 1"
-    messages = [
+    messages: list[Any] = [
         {"role": "user", "content": "@count 15"},
         {"role": "assistant", "content": prefill},
     ]
-    deltas = await chat_deltas(fake_provider, messages)
-    assert prefill + "".join(deltas) == count_to(15)
+    assert prefill + await anthropic_text(fake_provider, messages) == count_to(15)
+
+
+async def test_chat_answers_a_trailing_assistant_message_afresh(
+    fake_provider: FakeProvider,
+) -> None:
+    messages = [
+        {"role": "user", "content": "@count 5"},
+        {"role": "assistant", "content": "1 2 3"},
+    ]
+    assert "".join(await chat_deltas(fake_provider, messages)) == count_to(5)
+
+
+async def test_a_model_asked_to_continue_repeats_its_last_words_first(
+    fake_provider: FakeProvider,
+) -> None:
+    messages = [
+        {"role": "user", "content": "@count 9"},
+        {"role": "assistant", "content": "1 2 3 4 5 6 1"},
+        {"role": "user", "content": CONTINUE_INSTRUCTION},
+    ]
+    assert "".join(await chat_deltas(fake_provider, messages)) == count_to(9)
+    messages[1]["content"] = "1 2 3 4 5"
+    assert "".join(await chat_deltas(fake_provider, messages)) == "4 5 6 7 8 9"
+
+
+def test_the_repeat_restarts_the_word_the_partial_ends_in() -> None:
+    chunks = words(count_to(12))
+    assert repeating_continuation(chunks, "1 2 3 4 5 6 7 8 9 10 1") == ["10", " 11", " 12"]
+    assert repeating_continuation(chunks, "1") == ["1", *chunks[1:]]
+    assert repeating_continuation(chunks, "1 2 9") == chunks  # not a partial of this answer
 
 
 async def test_tools_are_called_one_step_at_a_time(fake_provider: FakeProvider) -> None:
@@ -100,8 +172,10 @@ async def test_tools_are_called_one_step_at_a_time(fake_provider: FakeProvider) 
         model="fake", messages=[{"role": "user", "content": text}], stream=True
     )
     calls = [c async for c in first if c.choices and c.choices[0].delta.tool_calls]
-    assert calls[0].choices[0].delta.tool_calls[0].function.name == "first"
-    call_id = calls[0].choices[0].delta.tool_calls[0].id
+    opening = calls[0].choices[0].delta.tool_calls
+    assert opening and opening[0].function
+    assert opening[0].function.name == "first"
+    call_id = opening[0].id
     assert call_id
     messages: list[Any] = [
         {"role": "user", "content": text},
@@ -155,20 +229,7 @@ async def test_tool_results_are_quoted_in_the_answer(fake_provider: FakeProvider
             "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "42"}],
         },
     ]
-    stream = await anthropic_sdk(fake_provider).messages.create(
-        model="fake",
-        max_tokens=100,
-        messages=messages,
-        stream=True,
-    )
-    text = "".join(
-        [
-            e.delta.text
-            async for e in stream
-            if e.type == "content_block_delta" and e.delta.type == "text_delta"
-        ]
-    )
-    assert text == "Tool lookup returned: 42"
+    assert await anthropic_text(fake_provider, messages) == "Tool lookup returned: 42"
 
 
 async def test_max_tokens_truncates_and_finishes_with_length(fake_provider: FakeProvider) -> None:
@@ -298,13 +359,9 @@ async def test_anthropic_midstream_error_is_an_error_event(fake_provider: FakePr
 
 async def test_reject_prefill_refuses_requests_with_a_prefill(fake_provider: FakeProvider) -> None:
     text = "@count 3 @reject_prefill"
-    assert await chat_deltas(fake_provider, [{"role": "user", "content": text}]) == [
-        "1",
-        " 2",
-        " 3",
-    ]
-    with pytest.raises(openai.BadRequestError, match="[Pp]refill"):
-        await chat_deltas(
+    assert await anthropic_text(fake_provider, [{"role": "user", "content": text}]) == "1 2 3"
+    with pytest.raises(anthropic.BadRequestError, match="Prefilling assistant messages"):
+        await anthropic_text(
             fake_provider,
             [{"role": "user", "content": text}, {"role": "assistant", "content": "1"}],
         )
@@ -341,9 +398,8 @@ async def test_responses_resume_streams_only_events_after_the_cursor(
             seen.append(event)
             if event.type == "response.output_text.delta":
                 break
-    response_id = seen[0].response.id
     resumed = await client.responses.retrieve(
-        response_id, stream=True, starting_after=seen[-1].sequence_number
+        created_id(seen), stream=True, starting_after=seen[-1].sequence_number
     )
     rest = [event async for event in resumed]
     numbers = [event.sequence_number for event in seen + rest]
@@ -375,6 +431,311 @@ async def test_responses_cancel_stops_a_background_response(fake_provider: FakeP
     again = await client.responses.cancel(response.id)
     assert again.status == "cancelled"
     assert (await client.responses.retrieve(response.id)).status == "cancelled"
+
+
+async def test_responses_cancel_answers_the_final_response_once_finished(
+    fake_provider: FakeProvider,
+) -> None:
+    client = openai_sdk(fake_provider)
+    response = await client.responses.create(
+        model="fake", input=f"@count 2 {tag()}", background=True, store=True
+    )
+    await asyncio.sleep(0.05)
+    assert (await client.responses.cancel(response.id)).status == "completed"
+
+
+async def test_responses_cancel_refuses_a_response_not_in_background(
+    fake_provider: FakeProvider,
+) -> None:
+    client = openai_sdk(fake_provider)
+    stream = await client.responses.create(model="fake", input="@count 2", stream=True)
+    events = [event async for event in stream]
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client.responses.cancel(created_id(events))
+    assert caught.value.body == {
+        "message": "Cannot cancel a synchronous response.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+
+
+async def test_responses_a_cancelled_response_stream_ends(fake_provider: FakeProvider) -> None:
+    client = openai_sdk(fake_provider)
+    stream = await client.responses.create(
+        model="fake", input=f"@count 40 @delay 20 {tag()}", stream=True, background=True
+    )
+    seen: list[ResponseStreamEvent] = []
+    async with stream:
+        async for event in stream:
+            seen.append(event)
+            if event.type == "response.output_text.delta" and event.delta == "1":
+                await client.responses.cancel(created_id(seen))
+    assert seen[-1].type == "response.output_text.delta"
+    resumed = await client.responses.retrieve(created_id(seen), stream=True, starting_after=0)
+    assert "response.completed" not in [event.type async for event in resumed]
+
+
+async def test_responses_background_without_store_is_refused(fake_provider: FakeProvider) -> None:
+    with pytest.raises(openai.BadRequestError, match="Background mode requires store=true"):
+        await openai_sdk(fake_provider).responses.create(
+            model="fake", input="@count 2", background=True, store=False
+        )
+
+
+async def test_responses_refuse_an_unknown_parameter(fake_provider: FakeProvider) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        await openai_sdk(fake_provider).responses.create(
+            model="fake", input="hi", stream=True, extra_body={"prefix": True}
+        )
+    assert caught.value.body == {
+        "message": "Unknown parameter: 'prefix'.",
+        "type": "invalid_request_error",
+        "param": "prefix",
+        "code": "unknown_parameter",
+    }
+
+
+async def test_responses_refuse_a_function_call_without_output(
+    fake_provider: FakeProvider,
+) -> None:
+    items: list[Any] = [
+        {"type": "message", "role": "user", "content": "@tool lookup {}"},
+        {"type": "function_call", "call_id": "call_7", "name": "lookup", "arguments": "{}"},
+    ]
+    with pytest.raises(openai.BadRequestError, match="No tool output found for function call"):
+        await openai_sdk(fake_provider).responses.create(model="fake", input=items, stream=True)
+
+
+async def test_responses_answer_a_trailing_assistant_message_afresh(
+    fake_provider: FakeProvider,
+) -> None:
+    items: list[Any] = [
+        {"type": "message", "role": "user", "content": "@count 4"},
+        {"type": "message", "role": "assistant", "content": "1 2"},
+    ]
+    stream = await openai_sdk(fake_provider).responses.create(
+        model="fake", input=items, stream=True
+    )
+    deltas = [e.delta async for e in stream if e.type == "response.output_text.delta"]
+    assert "".join(deltas) == count_to(4)
+
+
+# -- Chat Completions: only what the real API accepts -----------------------------------------
+
+
+async def test_chat_refuses_tool_calls_without_tool_messages(fake_provider: FakeProvider) -> None:
+    messages = [
+        {"role": "user", "content": "@tool lookup {}"},
+        {"role": "assistant", "tool_calls": [tool_call("call_a"), tool_call("call_b")]},
+        {"role": "tool", "tool_call_id": "call_a", "content": "one"},
+        {"role": "user", "content": "and?"},
+    ]
+    with pytest.raises(openai.BadRequestError) as caught:
+        await chat_deltas(fake_provider, messages)
+    assert caught.value.body == {
+        "message": (
+            "An assistant message with 'tool_calls' must be followed by tool messages "
+            "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+            "response messages: call_b"
+        ),
+        "type": "invalid_request_error",
+        "param": "messages.[3].role",
+        "code": None,
+    }
+
+
+async def test_chat_refuses_a_tool_message_that_answers_no_call(
+    fake_provider: FakeProvider,
+) -> None:
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "tool", "tool_call_id": "call_x", "content": "one"},
+    ]
+    with pytest.raises(openai.BadRequestError) as caught:
+        await chat_deltas(fake_provider, messages)
+    assert caught.value.body == {
+        "message": (
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+            "message with 'tool_calls'."
+        ),
+        "type": "invalid_request_error",
+        "param": "messages.[1].role",
+        "code": None,
+    }
+
+
+async def test_chat_refuses_a_tool_message_for_another_call(fake_provider: FakeProvider) -> None:
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "tool_calls": [tool_call("call_a")]},
+        {"role": "tool", "tool_call_id": "call_z", "content": "one"},
+    ]
+    with pytest.raises(openai.BadRequestError, match="'tool_call_id' of 'call_z' not found"):
+        await chat_deltas(fake_provider, messages)
+
+
+async def test_chat_refuses_an_unrecognized_argument(fake_provider: FakeProvider) -> None:
+    messages = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.BadRequestError) as caught:
+        await chat_deltas(fake_provider, messages, continue_final_message=True)
+    assert caught.value.body == {
+        "message": "Unrecognized request argument supplied: continue_final_message",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+
+
+async def test_vllm_continues_the_final_message_when_asked(fake_provider: FakeProvider) -> None:
+    messages = [
+        {"role": "user", "content": "@count 6"},
+        {"role": "assistant", "content": "1 2 3"},
+    ]
+    url = fake_provider.vllm_base_url
+    vllm = {"continue_final_message": True, "add_generation_prompt": False}
+    assert "".join(await chat_deltas(fake_provider, messages, url, **vllm)) == " 4 5 6"
+    assert "".join(await chat_deltas(fake_provider, messages, url)) == count_to(6)
+
+
+async def test_vllm_refuses_continue_final_message_with_a_generation_prompt(
+    fake_provider: FakeProvider,
+) -> None:
+    messages = [{"role": "user", "content": "@count 6"}, {"role": "assistant", "content": "1"}]
+    with pytest.raises(openai.BadRequestError, match="Cannot set both `continue_final_message`"):
+        await chat_deltas(
+            fake_provider, messages, fake_provider.vllm_base_url, continue_final_message=True
+        )
+
+
+async def test_deepseek_continues_a_prefix_message(fake_provider: FakeProvider) -> None:
+    messages: list[Any] = [
+        {"role": "user", "content": "@count 6"},
+        {"role": "assistant", "content": "1 2 3", "prefix": True},
+    ]
+    url = fake_provider.deepseek_base_url
+    assert "".join(await chat_deltas(fake_provider, messages, url)) == " 4 5 6"
+    del messages[1]["prefix"]
+    assert "".join(await chat_deltas(fake_provider, messages, url)) == count_to(6)
+
+
+# -- Anthropic Messages: only what the real API accepts ---------------------------------------
+
+
+async def test_anthropic_refuses_tool_use_without_a_result_next(
+    fake_provider: FakeProvider,
+) -> None:
+    messages: list[Any] = [
+        {"role": "user", "content": "@tool lookup {}"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "lookup", "input": {}}],
+        },
+        {"role": "user", "content": "well?"},
+    ]
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await anthropic_text(fake_provider, messages)
+    body = caught.value.body
+    assert isinstance(body, dict) and body["type"] == "error"
+    assert body["error"] == {
+        "type": "invalid_request_error",
+        "message": (
+            "messages.1: `tool_use` ids were found without `tool_result` blocks immediately "
+            "after: t1. Each `tool_use` block must have a corresponding `tool_result` block in "
+            "the next message."
+        ),
+    }
+
+
+async def test_anthropic_refuses_a_tool_result_without_its_tool_use(
+    fake_provider: FakeProvider,
+) -> None:
+    messages: list[Any] = [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t9", "content": "x"}]},
+    ]
+    with pytest.raises(anthropic.BadRequestError, match="unexpected `tool_use_id` found"):
+        await anthropic_text(fake_provider, messages)
+
+
+async def test_anthropic_streams_a_signed_thinking_block_first(fake_provider: FakeProvider) -> None:
+    stream = await anthropic_sdk(fake_provider).messages.create(
+        model="fake",
+        max_tokens=4096,
+        thinking={"type": "enabled", "budget_tokens": 2048},
+        messages=[{"role": "user", "content": "@count 2"}],
+        stream=True,
+    )
+    events = [event async for event in stream]
+    starts = [e.content_block.type for e in events if e.type == "content_block_start"]
+    assert starts == ["thinking", "text"]
+    deltas = [e.delta for e in events if e.type == "content_block_delta"]
+    thinking = [d.thinking for d in deltas if d.type == "thinking_delta"]
+    assert "".join(thinking) == THINKING
+    signature = next(
+        i
+        for i, e in enumerate(events)
+        if e.type == "content_block_delta" and e.delta.type == "signature_delta"
+    )
+    assert [d.type for d in deltas].index("signature_delta") == len(thinking)
+    assert events[signature + 1].type == "content_block_stop"
+
+
+async def test_anthropic_refuses_a_prefill_with_thinking(fake_provider: FakeProvider) -> None:
+    messages: list[Any] = [
+        {"role": "user", "content": "@count 5"},
+        {"role": "assistant", "content": "1 2"},
+    ]
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await anthropic_text(
+            fake_provider,
+            messages,
+            max_tokens=4096,
+            thinking={"type": "enabled", "budget_tokens": 1024},
+        )
+    assert error_message(caught.value).startswith(
+        "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`."
+    )
+
+
+async def test_anthropic_with_thinking_needs_the_tool_loops_thinking_block(
+    fake_provider: FakeProvider,
+) -> None:
+    messages: list[Any] = [
+        {"role": "user", "content": "@tool lookup {}"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "lookup", "input": {}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]},
+    ]
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    with pytest.raises(anthropic.BadRequestError, match="but found `tool_use`"):
+        await anthropic_text(fake_provider, messages, max_tokens=4096, thinking=thinking)
+    assert await anthropic_text(fake_provider, messages) == "Tool lookup returned: x"
+
+
+@pytest.mark.parametrize(
+    ("budget", "max_tokens", "message"),
+    [
+        (
+            1000,
+            4096,
+            "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024",
+        ),
+        (4096, 4096, "`max_tokens` must be greater than `thinking.budget_tokens`."),
+    ],
+)
+async def test_anthropic_refuses_a_thinking_budget_the_api_refuses(
+    fake_provider: FakeProvider, budget: int, max_tokens: int, message: str
+) -> None:
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await anthropic_text(
+            fake_provider,
+            [{"role": "user", "content": "hi"}],
+            max_tokens=max_tokens,
+            thinking={"type": "enabled", "budget_tokens": budget},
+        )
+    assert error_message(caught.value).startswith(message)
 
 
 # -- standalone ------------------------------------------------------------------------------

@@ -8,8 +8,17 @@ from activities.providers.anthropic_messages import (
     anthropic_messages,
 )
 from activities.providers.base import ModelRequest, ProviderError
+from activities.providers.continuation import CONTINUE_INSTRUCTION, INSTRUCTION
 from domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
-from domain.provider_events import Finish, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
+from domain.provider_events import (
+    Finish,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from tests.fakeprovider.anthropic import THINKING
 from tests.fakeprovider.fixtures import (
     collect,
     collect_until_error,
@@ -78,6 +87,72 @@ async def test_prefill_ending_mid_number_completes_the_count_exactly() -> None:
     prefill = "1 2 3 4 5 6 7 8 9 10 1"
     events = await collect(provider, ask("@count 14", prefill=prefill))
     assert prefill + text_of(events) == count_to(14)
+
+
+def test_a_prefill_is_declared_exact() -> None:
+    assert provider.continuation.mechanism == "prefill" and provider.continuation.exact
+    assert provider.continuation_for(ask("x", prefill="y")) == provider.continuation
+    assert provider.supports_cancel is False
+
+
+async def test_thinking_streams_reasoning_before_the_answer(fake_provider: FakeProvider) -> None:
+    text = f"@count 3 {tag()}"
+    events = await collect(provider, ask(text, thinking_budget_tokens=2048))
+    reasoning = [e for e in events if isinstance(e, ReasoningDelta)]
+    assert "".join(e.text for e in reasoning) == THINKING
+    assert events.index(reasoning[-1]) < next(
+        i for i, e in enumerate(events) if isinstance(e, TextDelta)
+    )
+    assert text_of(events) == count_to(3)
+    (request,) = fake_provider.requests_for(text)
+    assert request.body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+async def test_with_thinking_a_partial_is_continued_by_instruction_never_a_prefill(
+    fake_provider: FakeProvider,
+) -> None:
+    text = f"@count 10 {tag()}"
+    request = ask(text, prefill="1 2 3 4 5 6", thinking_budget_tokens=1024)
+    assert provider.continuation_for(request) == INSTRUCTION
+    events = await collect(provider, request)
+    assert "1 2 3 4 5 6" + text_of(events) == count_to(10)
+    (sent,) = fake_provider.requests_for(text)
+    assert sent.body["thinking"]["type"] == "enabled"
+    assert sent.body["messages"][-2:] == [
+        {"role": "assistant", "content": [{"type": "text", "text": "1 2 3 4 5 6"}]},
+        {"role": "user", "content": [{"type": "text", "text": CONTINUE_INSTRUCTION}]},
+    ]
+
+
+async def test_a_thinking_budget_below_1024_is_refused_by_the_api() -> None:
+    with pytest.raises(ProviderError, match="greater than or equal to 1024") as caught:
+        await collect(provider, ask("hello", thinking_budget_tokens=512))
+    assert not caught.value.retryable and caught.value.status == 400
+
+
+async def test_a_thinking_budget_not_below_max_tokens_is_refused_by_the_api() -> None:
+    request = ask("hello", thinking_budget_tokens=2048, max_output_tokens=2048)
+    with pytest.raises(ProviderError, match="must be greater than `thinking.budget_tokens`"):
+        await collect(provider, request)
+
+
+async def test_thinking_is_left_out_of_a_request_that_continues_a_tool_loop(
+    fake_provider: FakeProvider,
+) -> None:
+    text = f"@tool search {{}} {tag()}"
+    request = ModelRequest(
+        model="fake-claude",
+        tools=[SEARCH],
+        thinking_budget_tokens=2048,
+        conversation=[
+            UserItem(text=text),
+            AssistantItem(tool_calls=[ToolCall(id="t1", name="search")]),
+            ToolResultItem(tool_call_id="t1", tool_name="search", output="found"),
+        ],
+    )
+    assert text_of(await collect(provider, request)) == "Tool search returned: found"
+    (sent,) = fake_provider.requests_for(text)
+    assert "thinking" not in sent.body
 
 
 async def test_a_midstream_overload_is_retryable() -> None:

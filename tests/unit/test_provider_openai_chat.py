@@ -3,6 +3,7 @@
 import pytest
 
 from activities.providers.base import ModelRequest, ProviderError
+from activities.providers.continuation import CONTINUE_INSTRUCTION, Continuation
 from activities.providers.openai_chat import OpenAIChatProvider, ToolCallAccumulator, chat_messages
 from domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
 from domain.provider_events import Finish, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
@@ -75,6 +76,65 @@ async def test_prefill_continuation_completes_the_count_exactly() -> None:
     assert prefill + text_of(events) == count_to(20)
 
 
+async def test_a_partial_is_continued_by_instruction_with_the_repeat_trimmed(
+    fake_provider: FakeProvider,
+) -> None:
+    text = f"@count 9 {tag()}"
+    events = await collect(provider, ask(text, prefill="1 2 3 4"))
+    assert text_of(events) == " 5 6 7 8 9"
+    (request,) = fake_provider.requests_for(text)
+    assert request.body["messages"][-2:] == [
+        {"role": "assistant", "content": "1 2 3 4"},
+        {"role": "user", "content": CONTINUE_INSTRUCTION},
+    ]
+    assert "continue_final_message" not in request.body
+
+
+def test_the_instruction_continuation_is_declared_best_effort() -> None:
+    assert provider.continuation_for(ask("x", prefill="y")) == Continuation(
+        mechanism="instruction",
+        exact=False,
+        via="partial + continue instruction, overlap trimmed",
+    )
+    assert provider.supports_cancel is False
+
+
+async def test_vllm_continues_the_final_message_exactly(
+    fake_provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_provider.vllm_base_url)
+    vllm = OpenAIChatProvider("fake-model", continuation="vllm")
+    text = f"@count 12 {tag()}"
+    events = await collect(vllm, ask(text, prefill="1 2 3 4 5 6 7 8 9 1"))
+    assert "1 2 3 4 5 6 7 8 9 1" + text_of(events) == count_to(12)
+    assert fake_provider.deltas_for(text) == 3
+    (request,) = fake_provider.requests_for(text)
+    assert request.body["continue_final_message"] is True
+    assert request.body["add_generation_prompt"] is False
+    assert request.body["messages"][-1] == {"role": "assistant", "content": "1 2 3 4 5 6 7 8 9 1"}
+    assert vllm.continuation.exact
+
+
+async def test_deepseek_continues_a_prefix_message_exactly(
+    fake_provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_provider.deepseek_base_url)
+    deepseek = OpenAIChatProvider("fake-model", continuation="deepseek")
+    text = f"@count 8 {tag()}"
+    events = await collect(deepseek, ask(text, prefill="1 2 3"))
+    assert "1 2 3" + text_of(events) == count_to(8)
+    (request,) = fake_provider.requests_for(text)
+    assert request.body["messages"][-1] == {"role": "assistant", "content": "1 2 3", "prefix": True}
+
+
+async def test_the_real_openai_api_refuses_vllms_parameter() -> None:
+    vllm_on_openai = OpenAIChatProvider("fake-model", continuation="vllm")
+    unrecognized = "Unrecognized request arguments supplied: continue_final_message"
+    with pytest.raises(ProviderError, match=unrecognized) as caught:
+        await collect(vllm_on_openai, ask("@count 3", prefill="1"))
+    assert not caught.value.retryable and not caught.value.prefill_rejected
+
+
 async def test_max_output_tokens_finishes_with_length() -> None:
     events = await collect(provider, ask("@count 10", max_output_tokens=4))
     assert text_of(events) == "1 2 3 4"
@@ -102,10 +162,19 @@ async def test_bad_request_is_not_retryable() -> None:
     assert not caught.value.prefill_rejected
 
 
-async def test_a_rejected_prefill_is_flagged() -> None:
+async def test_a_rejected_prefill_is_flagged(
+    fake_provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_provider.vllm_base_url)
+    vllm = OpenAIChatProvider("fake-model", continuation="vllm")
     with pytest.raises(ProviderError) as caught:
-        await collect(provider, ask("@count 5 @reject_prefill", prefill="1 2"))
+        await collect(vllm, ask("@count 5 @reject_prefill", prefill="1 2"))
     assert caught.value.prefill_rejected and not caught.value.retryable
+
+
+async def test_the_instruction_continuation_sends_no_prefill() -> None:
+    events = await collect(provider, ask("@count 5 @reject_prefill", prefill="1 2"))
+    assert "1 2" + text_of(events) == count_to(5)
 
 
 async def test_a_dropped_connection_is_retryable_after_the_partial_text() -> None:
@@ -123,14 +192,15 @@ async def test_a_missing_api_key_names_the_variable(monkeypatch: pytest.MonkeyPa
     assert not caught.value.retryable
 
 
-async def test_no_tokens_are_generated_twice_across_a_prefill_retry(
+async def test_a_retry_after_a_drop_completes_exactly_regenerating_only_the_repeat(
     fake_provider: FakeProvider,
 ) -> None:
     text = f"@count 12 @disconnect_after 5 {tag()}"
     partial, _ = await collect_until_error(provider, ask(text))
     rest = await collect(provider, ask(text, prefill=text_of(partial)))
     assert text_of(partial) + text_of(rest) == count_to(12)
-    assert fake_provider.deltas_for(text) == 12
+    # The model repeated "4 5" before going on: generated twice, trimmed, never shown twice.
+    assert fake_provider.deltas_for(text) == 12 + 2
 
 
 def test_conversation_becomes_chat_messages_with_tool_calls_and_prefill() -> None:
@@ -161,6 +231,7 @@ def test_conversation_becomes_chat_messages_with_tool_calls_and_prefill() -> Non
         },
         {"role": "tool", "tool_call_id": "c1", "content": "rain"},
         {"role": "assistant", "content": "It is"},
+        {"role": "user", "content": CONTINUE_INSTRUCTION},
     ]
 
 

@@ -3,9 +3,11 @@
 import asyncio
 
 import pytest
+from openai.types.responses import ResponseCreatedEvent
 
 from activities.providers.base import ModelRequest, ProviderError, ResumeToken
 from activities.providers.clients import openai_client
+from activities.providers.continuation import CONTINUE_INSTRUCTION, INSTRUCTION, RESUME
 from activities.providers.openai_responses import OpenAIResponsesProvider, response_input
 from domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
 from domain.provider_events import (
@@ -136,7 +138,7 @@ async def test_a_cancelled_response_cannot_be_resumed() -> None:
     text = f"@count 50 @delay 20 @disconnect_after 1 {tag()}"
     before, _ = await collect_until_error(provider, ask(text))
     token = last_cursor(before)
-    await openai_client().responses.cancel(token.response_id)
+    await provider.cancel(token.response_id)
     with pytest.raises(ProviderError, match="cancelled") as caught:
         await collect(provider, ask(text, resume=token))
     assert not caught.value.retryable
@@ -154,10 +156,60 @@ async def test_bad_request_is_not_retryable() -> None:
     assert not caught.value.retryable and caught.value.status == 422
 
 
-async def test_a_rejected_prefill_is_flagged() -> None:
+async def test_a_prefill_is_continued_by_instruction_not_as_a_prefill(
+    fake_provider: FakeProvider,
+) -> None:
+    text = f"@count 6 @reject_prefill {tag()}"
+    events = await collect(provider, ask(text, prefill="1 2 3"))
+    assert "1 2 3" + text_of(events) == count_to(6)
+    (request,) = fake_provider.requests_for(text)
+    assert request.body["input"][-1] == {
+        "type": "message",
+        "role": "user",
+        "content": CONTINUE_INSTRUCTION,
+    }
+
+
+def test_resume_is_exact_and_the_prefill_fallback_best_effort() -> None:
+    assert provider.continuation == RESUME and RESUME.exact
+    token = ResumeToken(response_id="resp_1", sequence_number=3)
+    assert provider.continuation_for(ask("x", resume=token)) == RESUME
+    assert provider.continuation_for(ask("x", prefill="y")) == INSTRUCTION
+    assert not INSTRUCTION.exact
+
+
+async def test_cancel_stops_a_background_response_and_is_idempotent(
+    fake_provider: FakeProvider,
+) -> None:
+    text = f"@count 50 @delay 20 @disconnect_after 1 {tag()}"
+    before, _ = await collect_until_error(provider, ask(text))
+    response_id = last_cursor(before).response_id
+    await provider.cancel(response_id)
+    await provider.cancel(response_id)
+    assert (await openai_client().responses.retrieve(response_id)).status == "cancelled"
+    cancels = [r.status for r in fake_provider.requests_for(text) if r.route == "responses.cancel"]
+    assert cancels == [200, 200]
+
+
+async def test_cancelling_a_finished_response_changes_nothing() -> None:
+    events = await collect(provider, ask(f"@count 3 {tag()}"))
+    response_id = last_cursor(events).response_id
+    await provider.cancel(response_id)
+    assert (await openai_client().responses.retrieve(response_id)).status == "completed"
+
+
+async def test_a_cancel_refused_because_nothing_runs_is_not_an_error() -> None:
+    client = openai_client()
+    stream = await client.responses.create(model="m", input=f"@count 2 {tag()}", stream=True)
+    created = [event async for event in stream][0]
+    assert isinstance(created, ResponseCreatedEvent)
+    await provider.cancel(created.response.id)  # 400 "Cannot cancel a synchronous response."
+
+
+async def test_cancelling_an_unknown_response_is_an_error() -> None:
     with pytest.raises(ProviderError) as caught:
-        await collect(provider, ask("@count 4 @reject_prefill", prefill="1 2"))
-    assert caught.value.prefill_rejected
+        await provider.cancel("resp_does_not_exist")
+    assert caught.value.status == 404 and not caught.value.retryable
 
 
 def test_conversation_becomes_input_items() -> None:
@@ -177,4 +229,5 @@ def test_conversation_becomes_input_items() -> None:
         {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": '{"q":"x"}'},
         {"type": "function_call_output", "call_id": "call_1", "output": "found"},
         {"type": "message", "role": "assistant", "content": "So"},
+        {"type": "message", "role": "user", "content": CONTINUE_INSTRUCTION},
     ]

@@ -38,3 +38,50 @@ def test_only_responses_can_resume() -> None:
 def test_unknown_specs_are_refused_with_the_accepted_forms(spec: str) -> None:
     with pytest.raises(ValueError, match="openai-responses:<model>"):
         provider_for(spec)
+
+
+@pytest.mark.parametrize(
+    ("value", "mechanism", "exact"),
+    [
+        (None, "instruction", False),
+        ("instruction", "instruction", False),
+        ("vllm", "prefill", True),
+        ("DeepSeek", "prefill", True),
+    ],
+)
+def test_openai_continuation_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, mechanism: str, exact: bool
+) -> None:
+    if value is None:
+        monkeypatch.delenv("PERDURE_OPENAI_CONTINUATION", raising=False)
+    else:
+        monkeypatch.setenv("PERDURE_OPENAI_CONTINUATION", value)
+    continuation = provider_for("openai:m").continuation
+    assert (continuation.mechanism, continuation.exact) == (mechanism, exact)
+
+
+def test_an_unknown_openai_continuation_is_refused_with_the_accepted_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PERDURE_OPENAI_CONTINUATION", "prefill")
+    with pytest.raises(ValueError, match="PERDURE_OPENAI_CONTINUATION='prefill'.*vllm, deepseek"):
+        provider_for("openai:m")
+    assert provider_for("anthropic:m").label == "anthropic:m"
+
+
+@pytest.mark.parametrize(
+    ("spec", "mechanism", "cancels"),
+    [
+        ("openai:m", "instruction", False),
+        ("openai-responses:m", "resume", True),
+        ("anthropic:m", "prefill", False),
+        ("demo", "prefill", False),
+    ],
+)
+def test_every_adapter_declares_how_it_continues_and_cancels(
+    monkeypatch: pytest.MonkeyPatch, spec: str, mechanism: str, cancels: bool
+) -> None:
+    monkeypatch.delenv("PERDURE_OPENAI_CONTINUATION", raising=False)
+    provider = provider_for(spec)
+    assert provider.continuation.mechanism == mechanism
+    assert provider.supports_cancel is cancels

@@ -118,3 +118,61 @@ def test_the_next_step_starts_fresh_after_a_finished_one() -> None:
 
     assert not state.started
     assert [p["type"] for p in state.prior_parts] == ["step-start", "text"]
+
+
+def _one_token_per_attempt(policy: RecoveryPolicy, attempts: int) -> list[str | None]:
+    """A provider that dies after one more token on every attempt: progress every time."""
+    existing: Incident | None = None
+    outcomes: list[str | None] = []
+    for n in range(attempts):
+        decision = evaluate_incident(
+            existing, incident_id="i", kind="continue", progress=n + 1, now=float(n), policy=policy
+        )
+        outcomes.append(decision.exhausted)
+        existing = decision.incident
+    return outcomes
+
+
+def test_progress_does_not_reset_the_turns_total_recovery_attempts() -> None:
+    policy = RecoveryPolicy(max_attempts=3, max_total_attempts=5)
+    outcomes = _one_token_per_attempt(policy, 6)
+    assert outcomes == [None] * 5 + ["total_attempts_exceeded"]
+
+
+def test_a_completed_incident_keeps_the_turns_total_for_the_next_one() -> None:
+    policy = RecoveryPolicy(max_total_attempts=2)
+    first = evaluate_incident(
+        None, incident_id="i", kind="continue", progress=1, now=0.0, policy=policy
+    ).incident
+    done = first.model_copy(update={"status": "completed"})
+    second = evaluate_incident(
+        done, incident_id="i", kind="continue", progress=5, now=1.0, policy=policy
+    )
+    assert (second.incident.attempt, second.incident.total_attempts) == (1, 2)
+    third = evaluate_incident(
+        second.incident.model_copy(update={"status": "completed"}),
+        incident_id="i",
+        kind="continue",
+        progress=9,
+        now=2.0,
+        policy=policy,
+    )
+    assert third.exhausted == "total_attempts_exceeded"
+
+
+def test_the_turns_recovery_time_is_bounded_even_with_progress() -> None:
+    policy = RecoveryPolicy(max_recovery_time=timedelta(seconds=10))
+    first = evaluate_incident(
+        None, incident_id="i", kind="continue", progress=1, now=0.0, policy=policy
+    ).incident
+    later = evaluate_incident(
+        first, incident_id="i", kind="continue", progress=2, now=11.0, policy=policy
+    )
+    assert later.exhausted == "recovery_time_exceeded"
+
+
+def test_no_policy_can_outlast_temporals_retry_backstop() -> None:
+    from workflows._policies import MODEL_RETRY
+
+    with pytest.raises(ValueError):
+        RecoveryPolicy(max_total_attempts=MODEL_RETRY.maximum_attempts)

@@ -1,0 +1,123 @@
+"""The finish activity: close the log, store the answer, release the session, admit the next."""
+
+import logging
+
+from temporalio import activity
+from temporalio.client import Client
+
+from activities._support import current_writer, heartbeating, run_hook
+from activities.events import emit
+from domain.names import ADMIT_SIGNAL, FINISH_TURN_ACTIVITY
+from domain.payloads import FinishTurnInput
+from domain.policy import RecoveryPolicy
+from domain.reducer import reduce_chunks
+from domain.repair import settled_parts_only
+from domain.turn_chunks import closing_chunks
+from perdure.agent import Agent, TurnContext
+from perdure.agents_registry import AgentRegistry
+from perdure.recovery import ExhaustedContext
+from storage.bus import ChunkBus
+from storage.chunks import LogWriter, load_log
+from storage.db import Database
+from storage.incidents import load_incident
+from storage.submissions import finish, get_submission
+from turn_control.client import signal_turn
+
+log = logging.getLogger(__name__)
+
+
+class TurnFinisher:
+    """Ends a turn however it ended; shared by the finish activity and the reconciler.
+    Idempotent: run again after a crash it changes nothing and repeats the admit signal."""
+
+    def __init__(
+        self, *, db: Database, bus: ChunkBus, agents: AgentRegistry, client: Client, task_queue: str
+    ) -> None:
+        self._db = db
+        self._bus = bus
+        self._agents = agents
+        self._client = client
+        self._task_queue = task_queue
+
+    async def finish(self, turn: FinishTurnInput, *, writer: LogWriter) -> None:
+        message_id = turn.assistant_message_id
+        agent = self._agents.resolve(turn.agent) if turn.agent in self._agents.names() else None
+        terminal_message = (agent.recovery if agent else RecoveryPolicy()).terminal_message
+        logged = await load_log(self._db, message_id=message_id)
+        closing = closing_chunks(logged, turn, terminal_message)
+        stored = reduce_chunks(logged + closing)
+        if not turn.persist_partial:
+            stored.parts = settled_parts_only(stored.parts)
+        if closing and turn.exhausted:
+            # Before the terminal answer is visible, as the seeds order it. At least once: a
+            # crash between here and the commit below calls it again on the retry.
+            await self._exhausted(agent, turn, reduce_chunks(logged).text(), terminal_message)
+        following = await finish(
+            self._db,
+            submission_id=turn.submission_id,
+            outcome="error" if turn.exhausted else turn.outcome,
+            closing=closing,
+            assistant=stored,
+            error=turn.error_text,
+            writer=writer,
+        )
+        self._bus.publish(message_id)
+        if closing and agent is not None:
+            submission = await get_submission(self._db, turn.submission_id)
+            context = TurnContext(
+                tenant_id=submission.tenant_id if submission else "",
+                session_id=turn.session_id,
+                submission_id=turn.submission_id,
+                assistant_message_id=message_id,
+                agent=agent.name,
+            )
+            await run_hook(
+                "on_turn_end",
+                lambda: agent.on_turn_end(context, turn.outcome),
+                limit=agent.hook_timeout.total_seconds(),
+            )
+        if following is not None:
+            await signal_turn(
+                self._client, following, task_queue=self._task_queue, signal=ADMIT_SIGNAL
+            )
+
+    async def _exhausted(
+        self, agent: Agent | None, turn: FinishTurnInput, partial_text: str, terminal_message: str
+    ) -> None:
+        incident = await load_incident(self._db, submission_id=turn.submission_id)
+        reason = turn.error_text or "recovery exhausted"
+        await emit(
+            self._db,
+            session_id=turn.session_id,
+            submission_id=turn.submission_id,
+            type="chat.recovery.exhausted",
+            reason=reason,
+        )
+        if agent is None:
+            return
+        context = ExhaustedContext(
+            incident_id=incident.incident_id if incident else turn.submission_id,
+            request_id=turn.submission_id,
+            stream_id=turn.assistant_message_id,
+            session_id=turn.session_id,
+            reason=reason,
+            partial_text=partial_text,
+            terminal_message=terminal_message,
+        )
+        await run_hook(
+            "on_exhausted",
+            lambda: agent.on_exhausted(context),
+            limit=agent.hook_timeout.total_seconds(),
+        )
+
+
+class FinishTurnActivity:
+    """`perdure.finish_turn`: the workflow's last activity, retried until it succeeds."""
+
+    def __init__(self, finisher: TurnFinisher) -> None:
+        self._finisher = finisher
+
+    @activity.defn(name=FINISH_TURN_ACTIVITY)
+    async def finish_turn(self, turn: FinishTurnInput) -> None:
+        async with heartbeating():
+            await self._finisher.finish(turn, writer=current_writer())

@@ -1,0 +1,107 @@
+"""The tool activity: run one tool call the model made, and log its result."""
+
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities._support import current_writer, heartbeating, resolve_agent, superseded
+from activities.model_step import stash_writer
+from domain.names import RUN_TOOL_ACTIVITY
+from domain.payloads import RunToolInput
+from domain.reducer import reduce_chunks
+from domain.repair import SETTLED_TOOL_STATES
+from domain.turn_chunks import tool_error_chunk
+from domain.ui import Chunk
+from perdure.agent import Agent
+from perdure.agents_registry import AgentRegistry
+from perdure.recovery import bind_stash, unbind_stash
+from perdure.tools import ToolContext, ToolDefinition, capped_output
+from storage.bus import ChunkBus
+from storage.chunks import StaleWriter, append_chunks, claim_log, load_log
+from storage.db import Database
+from storage.submissions import get_submission
+
+
+class ToolCallActivity:
+    """`perdure.run_tool`: a settled call is never run again; a non-idempotent one runs once."""
+
+    def __init__(self, *, db: Database, bus: ChunkBus, agents: AgentRegistry) -> None:
+        self._db = db
+        self._bus = bus
+        self._agents = agents
+
+    @activity.defn(name=RUN_TOOL_ACTIVITY)
+    async def run_tool(self, call: RunToolInput) -> None:
+        async with heartbeating():
+            writer = current_writer()
+            try:
+                await claim_log(self._db, message_id=call.assistant_message_id, writer=writer)
+                chunk = await self._run(call)
+                if chunk is None:
+                    return
+                await append_chunks(
+                    self._db, message_id=call.assistant_message_id, chunks=[chunk], writer=writer
+                )
+            except StaleWriter as error:
+                raise superseded(error) from error
+            self._bus.publish(call.assistant_message_id)
+
+    async def _run(self, call: RunToolInput) -> Chunk | None:
+        """The chunk that settles the call, or None when an earlier attempt settled it."""
+        agent = resolve_agent(self._agents, call.agent)
+        reduction = reduce_chunks(await load_log(self._db, message_id=call.assistant_message_id))
+        part = reduction.tool_part(call.tool_call_id)
+        if part is None:
+            raise ApplicationError(
+                f"tool call {call.tool_call_id} is not in the log", non_retryable=True
+            )
+        if part["state"] in SETTLED_TOOL_STATES:
+            return None  # never run a tool twice for one call
+        name = part["type"].removeprefix("tool-")
+        definition = agent.tools().get(name)
+        if definition is not None and not definition.idempotent and activity.info().attempt > 1:
+            raise ApplicationError(
+                f"tool {name} is not idempotent and an earlier attempt may have run it; "
+                "the call will be reported to the model as interrupted",
+                type="NonIdempotentToolInterrupted",
+                non_retryable=True,
+            )
+        submission = await get_submission(self._db, call.submission_id)
+        if submission is None:
+            raise ApplicationError(f"submission {call.submission_id} is gone", non_retryable=True)
+        context = ToolContext(
+            tenant_id=submission.tenant_id,
+            session_id=submission.session_id,
+            submission_id=submission.id,
+            tool_call_id=call.tool_call_id,
+            agent=agent.name,
+        )
+        token = bind_stash(stash_writer(self._db, call.submission_id))
+        try:
+            return await _invoke(agent, definition, name, part, context)
+        finally:
+            unbind_stash(token)
+
+
+async def _invoke(
+    agent: Agent,
+    definition: ToolDefinition | None,
+    name: str,
+    part: dict[str, Any],
+    context: ToolContext,
+) -> Chunk:
+    call_id = context.tool_call_id
+    if definition is None:
+        return tool_error_chunk(call_id, f"unknown tool {name!r}")
+    raw_input = part.get("input")
+    arguments: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
+    try:
+        output = await definition.invoke(agent, arguments, context)
+    except Exception as error:  # noqa: BLE001 - a tool's failure is told to the model
+        return tool_error_chunk(call_id, f"{type(error).__name__}: {error}")
+    return {
+        "type": "tool-output-available",
+        "toolCallId": call_id,
+        "output": capped_output(output, agent.max_tool_output_bytes),
+    }

@@ -1,0 +1,78 @@
+"""A deploy: both workers of a task queue are restarted one after the other with SIGTERM while
+several answers stream. Each stopping worker lets its activities run for the grace period,
+then hands the unfinished ones over; every answer is still exactly the full count, each turn
+stores one assistant message and ends completed."""
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.cluster import (
+    Cluster,
+    CountingTurn,
+    rolling_restart,
+    running_cluster,
+    stored_answer_problems,
+    wait_until,
+)
+from tests.databases import database_url
+from tests.fakeprovider.server import FakeProvider
+
+TURNS = 6
+COUNT = 450
+DELAY_MS = 50
+"""22.5 s of answer at 20 tokens/s. A replacement worker takes 4-8 s to start polling on the
+2-core machine, so the second worker's grace period also ends while every answer streams."""
+GRACE = {"PERDURE_WORKER_SHUTDOWN_GRACE": "2"}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def cluster(
+    request: pytest.FixtureRequest, tmp_path: Path, fake_provider: FakeProvider
+) -> AsyncIterator[Cluster]:
+    with database_url(request.param, tmp_path) as url:
+        async with running_cluster(tmp_path, fake_provider, url) as running:
+            yield running
+
+
+@pytest.mark.timeout(90)
+async def test_a_rolling_restart_of_every_worker_loses_and_repeats_nothing(
+    cluster: Cluster,
+) -> None:
+    async with cluster.temporal():
+        first = [cluster.worker(**GRACE), cluster.worker(**GRACE)]
+        url = await cluster.gateway()
+        for worker in first:
+            await cluster.wait_polling(worker)
+        tag = uuid.uuid4().hex[:6]
+        turns = [CountingTurn(f"rolling-{tag}-{n}", COUNT, DELAY_MS) for n in range(TURNS)]
+        limits = httpx.Limits(max_connections=TURNS + 10)
+        async with httpx.AsyncClient(base_url=url, timeout=90, limits=limits) as http:
+            streaming = [asyncio.create_task(turn.run(http)) for turn in turns]
+            await wait_until(lambda: all(turn.stream.deltas() >= 20 for turn in turns))
+            await rolling_restart(cluster, first, **GRACE)
+            codes = [await worker.wait_exit(30) for worker in first]
+            await asyncio.wait_for(asyncio.gather(*streaming), timeout=60)
+            stored = [await stored_answer_problems(http, turn) for turn in turns]
+
+    problems = {
+        turn.session: turn.errors() + turn.corruption() + found
+        for turn, found in zip(turns, stored, strict=True)
+        if turn.errors() or turn.corruption() or found
+    }
+    assert not problems, f"{problems}\n{cluster.logs()}"
+    assert codes == [0, 0], cluster.logs()
+    for worker in first:
+        log = worker.output()
+        assert "worker shutting down: polling stopped" in log
+        assert "worker stopped after" in log
+    # The restarts landed mid-stream: answers were handed over and continued, never retried.
+    recoveries = [notice for turn in turns for notice in turn.recoveries()]
+    assert recoveries, "no answer was still streaming when a grace period ended"
+    assert {notice["data"].get("kind") for notice in recoveries} == {"continue"}
+    for worker in first:
+        assert "handed over: Temporal retries it" in worker.output(), worker.output()

@@ -1,0 +1,123 @@
+"""Stop, error and exhaustion are ordinary endings: every open tool call is settled, the
+session takes the next message, and no hook can keep a turn alive or a session claimed."""
+
+import asyncio
+import json
+import uuid
+
+import httpx
+import pytest
+from httpx_sse import aconnect_sse
+
+from domain.ui import TERMINAL_CHUNK_TYPES
+from storage.chunks import load_log
+from tests.e2e.chat_client import chat_body, send, user_message
+from tests.stack import Stack
+
+PROVIDER_AGENTS = ["default", "responses", "anthropic"]
+
+
+def new_session() -> str:
+    return f"s-{uuid.uuid4().hex[:12]}"
+
+
+async def stop_at_first_tool_call(http: httpx.AsyncClient, session: str, agent: str) -> list[dict]:
+    """Send a message whose tool runs for a long time; stop the turn as soon as the stream
+    shows `tool-input-available`; return every chunk the stream carried."""
+    body = chat_body(session, user_message('@tool wait {"seconds": 30}'), agent=agent)
+    chunks: list[dict] = []
+    async with aconnect_sse(http, "POST", "/api/chat", json=body) as source:
+        async for event in source.aiter_sse():
+            if event.data == "[DONE]":
+                break
+            chunk = json.loads(event.data)
+            chunks.append(chunk)
+            if chunk["type"] == "tool-input-available":
+                stopped = await http.post(f"/api/chat/{session}/stop")
+                assert stopped.status_code == 200
+    return chunks
+
+
+@pytest.mark.parametrize("agent", PROVIDER_AGENTS)
+async def test_a_stop_right_after_a_tool_call_settles_it_and_the_next_message_is_answered(
+    http: httpx.AsyncClient, agent: str
+) -> None:
+    session = new_session()
+
+    chunks = await stop_at_first_tool_call(http, session, agent)
+
+    assert chunks[-1]["type"] == "abort"
+    settled = [c for c in chunks if c["type"] == "tool-output-error"]
+    assert [c["errorText"] for c in settled] == [
+        "The turn was stopped before the tool call returned a result."
+    ]
+    answer = (await http.get(f"/api/chat/{session}/messages")).json()[-1]
+    (tool_part,) = [p for p in answer["parts"] if p["type"] == "tool-wait"]
+    assert tool_part["state"] == "output-error"
+
+    following = await send(http, session, "and now?", agent=agent)
+
+    assert following.types()[-1] == "finish"
+    assert following.text() == "You said: and now?"
+
+
+async def test_no_chunk_is_written_after_the_terminal_chunk_of_a_stopped_turn(
+    http: httpx.AsyncClient, stack: Stack
+) -> None:
+    session = new_session()
+    chunks = await stop_at_first_tool_call(http, session, "default")
+    await asyncio.sleep(1.5)  # the cancelled tool activity had every chance to write late
+
+    logged = await load_log(stack.services.db, message_id=chunks[0]["messageId"])
+
+    assert logged == chunks
+    assert [c["type"] for c in logged if c["type"] in TERMINAL_CHUNK_TYPES] == ["abort"]
+
+
+async def test_hooks_slower_than_the_heartbeat_timeout_do_not_cause_a_retry(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+
+    streamed = await send(http, session, "slow hooks", agent="slow-hooks")
+
+    assert streamed.text() == "You said: slow hooks"
+    assert not [c for c in streamed.chunks if c["type"] == "data-recovery"]
+    events = (await http.get(f"/v1/sessions/{session}/events")).json()
+    assert [e["type"] for e in events if e["type"].startswith("chat.recovery")] == []
+
+
+async def test_hooks_receive_the_tenant_and_session_of_the_turn(http: httpx.AsyncClient) -> None:
+    from tests.agents import turn_contexts
+
+    session = new_session()
+    await send(http, session, "who am I", agent="slow-hooks")
+
+    assert any(c.session_id == session and c.tenant_id == "default" for c in turn_contexts)
+
+
+async def test_an_instructions_hook_past_its_time_limit_ends_the_turn_with_a_clear_error(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+
+    streamed = await send(http, session, "hello", agent="hung-instructions")
+
+    assert streamed.types()[-1] == "error"
+    assert streamed.chunks[-1]["errorText"] == (
+        "instructions: agent hook instructions took longer than its time limit of 1 s"
+    )
+    following = await send(http, session, "still there?", agent="hung-instructions")
+    assert following.types()[-1] == "error"  # the session took the next message
+
+
+async def test_a_hanging_on_turn_end_hook_never_leaves_the_session_claimed(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+
+    first = await send(http, session, "one", agent="hung-turn-end")
+    second = await send(http, session, "two", agent="hung-turn-end")
+
+    assert first.text() == "You said: one"
+    assert second.text() == "You said: two"
