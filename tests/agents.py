@@ -154,3 +154,16 @@ class HungTurnEndAgent(ChatCompletionsAgent):
 
 
 turn_contexts: list[TurnContext] = []
+
+
+class OneTokenAtATimeAgent(AnthropicAgent):
+    """For a provider that dies after one more token on every attempt: only the turn's total
+    budget (which progress never resets) can end it."""
+
+    name = "one-token-at-a-time"
+    recovery = RecoveryPolicy(
+        max_attempts=3,
+        max_total_attempts=4,
+        stall_timeout=timedelta(seconds=1),
+        terminal_message="Gave up after too many recoveries.",
+    )

@@ -11,7 +11,8 @@ from httpx_sse import aconnect_sse
 
 from domain.ui import TERMINAL_CHUNK_TYPES
 from storage.chunks import load_log
-from tests.e2e.chat_client import chat_body, send, user_message
+from tests.e2e.chat_client import chat_body, counting, send, user_message
+from tests.e2e.test_chat_turn import wait_for_text
 from tests.stack import Stack
 
 PROVIDER_AGENTS = ["default", "responses", "anthropic"]
@@ -121,3 +122,41 @@ async def test_a_hanging_on_turn_end_hook_never_leaves_the_session_claimed(
 
     assert first.text() == "You said: one"
     assert second.text() == "You said: two"
+
+
+async def test_a_provider_that_dies_after_one_token_every_time_ends_within_the_total_budget(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+    text = f"@count 200 @disconnect_after 1 x100 {uuid.uuid4().hex[:8]}"
+
+    streamed = await send(http, session, text, agent="one-token-at-a-time")
+
+    terminal = "Gave up after too many recoveries."
+    assert streamed.types()[-1] == "error"
+    assert streamed.chunks[-1]["errorText"] == terminal
+    partial = streamed.text().removesuffix(terminal)
+    assert counting(200).startswith(partial)
+    assert len(partial.split()) >= 3  # every attempt made progress, so only the total ended it
+    notices = [c for c in streamed.chunks if c["type"] == "data-recovery"]
+    assert len(notices) == 4
+    events = (await http.get(f"/v1/sessions/{session}/events")).json()
+    (exhausted,) = [e for e in events if e["type"] == "chat.recovery.exhausted"]
+    assert "total_attempts_exceeded" in exhausted["data"]["reason"]
+
+
+async def test_stopping_a_responses_turn_cancels_its_background_response(
+    http: httpx.AsyncClient, fake_provider
+) -> None:
+    session = new_session()
+    text = f"@count 400 @delay 10 {uuid.uuid4().hex[:8]}"
+    streaming = asyncio.create_task(send(http, session, text, agent="responses"))
+    await wait_for_text(http, session)
+
+    await http.post(f"/api/chat/{session}/stop")
+    streamed = await streaming
+
+    assert streamed.types()[-1] == "abort"
+    cancels = [r for r in fake_provider.requests_for(text) if r.route == "responses.cancel"]
+    assert len(cancels) == 1
+    assert cancels[0].status == 200

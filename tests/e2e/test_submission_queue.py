@@ -1,0 +1,81 @@
+"""A session's FIFO queue is ordered by the store, not by a gateway's clock; a follow-up that a
+recovery-boot plan drops ends `skipped` in the plan's own transaction."""
+
+import uuid
+
+import pytest
+
+from domain.ui import UIMessage
+from storage.chunks import LogWriter, load_log
+from storage.db import Database
+from storage.submissions import apply_recovery_plan, get_submission, queued_after, submit
+from storage.tables import Submission
+
+
+def message(text: str) -> UIMessage:
+    return UIMessage.model_validate(
+        {"id": uuid.uuid4().hex[:12], "role": "user", "parts": [{"type": "text", "text": text}]}
+    )
+
+
+async def submit_text(store: Database, session: str, text: str) -> Submission:
+    outcome = await submit(
+        store,
+        tenant_id="t",
+        session_id=session,
+        agent="default",
+        message=message(text),
+        idempotency_key=f"key:{text}",
+    )
+    return outcome.submission
+
+
+async def test_the_queue_keeps_arrival_order_when_a_gateways_clock_runs_behind(
+    store: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    clock = iter([1000.0, 999.0, 998.0])  # each gateway that takes the next request is behind
+    monkeypatch.setattr("storage.submissions.now", lambda: next(clock))
+
+    running = await submit_text(store, session, "first")
+    second = await submit_text(store, session, "second")
+    third = await submit_text(store, session, "third")
+
+    assert running.status == "running"
+    assert [s.id for s in await queued_after(store, session_id=session)] == [second.id, third.id]
+
+
+async def test_a_dropped_follow_up_is_skipped_and_its_log_closed_in_the_plans_transaction(
+    store: Database,
+) -> None:
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    await submit_text(store, session, "interrupted")
+    kept = await submit_text(store, session, "kept")
+    dropped = await submit_text(store, session, "dropped")
+
+    await apply_recovery_plan(
+        store,
+        session_id=session,
+        keep=[kept.id],
+        skip=[dropped.id],
+        writer=LogWriter("activity:1", 2),
+    )
+
+    after = await get_submission(store, dropped.id)
+    assert after is not None and after.status == "skipped"
+    logged = await load_log(store, message_id=dropped.assistant_message_id)
+    assert [c["type"] for c in logged] == ["start", "abort"]
+    assert [s.id for s in await queued_after(store, session_id=session)] == [kept.id]
+
+
+async def test_a_recovery_plan_can_reorder_the_queue(store: Database) -> None:
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    await submit_text(store, session, "interrupted")
+    older = await submit_text(store, session, "older")
+    newer = await submit_text(store, session, "newer")
+
+    await apply_recovery_plan(
+        store, session_id=session, keep=[newer.id, older.id], skip=[], writer=LogWriter("a", 2)
+    )
+
+    assert [s.id for s in await queued_after(store, session_id=session)] == [newer.id, older.id]
