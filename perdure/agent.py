@@ -64,10 +64,11 @@ class Agent:
         return self.system_prompt
 
     async def on_turn_start(self, ctx: TurnContext) -> None:
-        """Called once before the first model call of a turn."""
+        """Called before the first model call of a turn (at least once: a worker dying right
+        after it may see it called again on the retry)."""
 
     async def on_turn_end(self, ctx: TurnContext, outcome: str) -> None:
-        """Called once when the turn ends: `completed`, `aborted` or `error`."""
+        """Called when the turn ends: `completed`, `aborted` or `error` (at least once)."""
 
     async def on_chat_recovery(self, ctx: ChatRecoveryContext) -> RecoveryOptions:
         """Called before every recovery attempt. Return `RecoveryOptions(continue_=False)` to
@@ -75,7 +76,8 @@ class Agent:
         return RecoveryOptions()
 
     async def on_exhausted(self, ctx: ExhaustedContext) -> None:
-        """Called once when recovery gives up; the answer ends with the terminal message."""
+        """Called when recovery gives up, before the terminal message is visible (at least
+        once: a worker dying in between calls it again)."""
 
     async def repair_interrupted_tool_part(self, part: dict[str, Any]) -> dict[str, Any]:
         """Settle a tool part that never got a result (its call was interrupted). The default
