@@ -167,3 +167,18 @@ class OneTokenAtATimeAgent(AnthropicAgent):
         stall_timeout=timedelta(seconds=1),
         terminal_message="Gave up after too many recoveries.",
     )
+
+
+class HungExhaustedAgent(ChatCompletionsAgent):
+    """Exhausts at once; its `on_exhausted` hangs past its time limit while the turn finishes."""
+
+    name = "hung-exhausted"
+    hook_timeout = timedelta(seconds=3)
+    recovery = RecoveryPolicy(
+        max_attempts=1,
+        stall_timeout=timedelta(milliseconds=500),
+        terminal_message="Could not finish.",
+    )
+
+    async def on_exhausted(self, ctx: ExhaustedContext) -> None:
+        await asyncio.sleep(60)

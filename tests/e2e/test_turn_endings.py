@@ -160,3 +160,24 @@ async def test_stopping_a_responses_turn_cancels_its_background_response(
     cancels = [r for r in fake_provider.requests_for(text) if r.route == "responses.cancel"]
     assert len(cancels) == 1
     assert cancels[0].status == 200
+
+
+async def test_a_stop_that_lands_while_the_turn_finishes_never_leaves_the_session_claimed(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+    text = f"@count 30 @stall_after 2 @stall_after 0 x100 {uuid.uuid4().hex[:8]}"
+    streaming = asyncio.create_task(send(http, session, text, agent="hung-exhausted"))
+    for _ in range(300):  # the finish activity is now inside the (hanging) on_exhausted hook
+        events = (await http.get(f"/v1/sessions/{session}/events")).json()
+        if isinstance(events, list) and any(e["type"] == "chat.recovery.exhausted" for e in events):
+            break
+        await asyncio.sleep(0.05)
+
+    stopped = await http.post(f"/api/chat/{session}/stop")
+    streamed = await streaming
+
+    assert stopped.status_code == 200
+    assert streamed.chunks[-1] == {"type": "error", "errorText": "Could not finish."}
+    following = await send(http, session, "next one", agent="default")
+    assert following.text() == "You said: next one"
