@@ -9,25 +9,33 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
-from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from runtime.temporal_dev import dev_server
 from tests.e2e.chat_client import chat_body, counting, user_message
-from tests.fakeprovider.server import FakeProvider
 from tests.processes import PerdureProcess, wait_healthy
 from tests.stack import free_port
 
 REPO = Path(__file__).parents[1]
+PARTITIONS = 4
+"""Partitions of a task queue (the server's `matching.numTaskqueueReadPartitions`)."""
+
+
+class ProviderEnv(Protocol):
+    """A model provider the workers are pointed at: the in-process `FakeProvider`, or one in
+    another process (the load benchmark's)."""
+
+    def env(self, api_key: str = "fake-key") -> dict[str, str]: ...
 
 
 class Cluster:
-    def __init__(self, workdir: Path, fake: FakeProvider, database_url: str) -> None:
+    def __init__(self, workdir: Path, fake: ProviderEnv, database_url: str) -> None:
         self.workdir = workdir
         self.temporal_address = f"127.0.0.1:{free_port()}"
         self.temporal_ui_port = free_port()
@@ -79,21 +87,26 @@ class Cluster:
 
     async def pollers(self) -> set[str]:
         """Identities (`pid@host`) that polled the task queue for activities *and* workflows
-        recently (the server forgets a poller a few minutes after its last poll)."""
+        recently (the server forgets a poller a few minutes after its last poll). A task queue
+        has 4 partitions and a worker's long polls land on any of them, so all are asked."""
         client = await self.client()
+        queue = self.env["PERDURE_TASK_QUEUE"]
         found: list[set[str]] = []
         for kind in (
             TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
             TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
         ):
-            response = await client.workflow_service.describe_task_queue(
-                DescribeTaskQueueRequest(
-                    namespace="default",
-                    task_queue=TaskQueue(name=self.env["PERDURE_TASK_QUEUE"]),
-                    task_queue_type=kind,
+            identities: set[str] = set()
+            for name in [queue] + [f"/_sys/{queue}/{n}" for n in range(1, PARTITIONS)]:
+                response = await client.workflow_service.describe_task_queue(
+                    DescribeTaskQueueRequest(
+                        namespace="default",
+                        task_queue=TaskQueue(name=name, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+                        task_queue_type=kind,
+                    )
                 )
-            )
-            found.append({poller.identity for poller in response.pollers})
+                identities |= {poller.identity for poller in response.pollers}
+            found.append(identities)
         return found[0] & found[1]
 
     async def wait_polling(self, worker: PerdureProcess, timeout: float = 60) -> None:
@@ -121,7 +134,7 @@ class Cluster:
 
 @contextlib.asynccontextmanager
 async def running_cluster(
-    workdir: Path, fake: FakeProvider, database_url: str
+    workdir: Path, fake: ProviderEnv, database_url: str
 ) -> AsyncIterator[Cluster]:
     cluster = Cluster(workdir, fake, database_url)
     try:
@@ -149,7 +162,7 @@ class LiveStream:
         event_id: int | None = None
         async for line in response.aiter_lines():
             if line.startswith("id: "):
-                event_id = int(line[4:])
+                event_id = int(line[4:].rsplit(":", 1)[-1])  # `<submission>:<seq>`
             elif line == "data: [DONE]":
                 self.done = True
                 return
