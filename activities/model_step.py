@@ -237,13 +237,16 @@ class ModelStepActivity:
             except ProviderError as error:
                 await writer.flush()
                 if request.resume is not None and not error.retryable:
+                    # The failed re-attach may have streamed more of the step: continue from
+                    # what the log holds now, not from where this attempt began.
+                    logged = await load_log(self._db, message_id=step.assistant_message_id)
+                    prefill = step_state(reduce_chunks(logged), step.step).prefill
+                    request = request.model_copy(update={"resume": None, "prefill": prefill})
                     log.warning(
                         "cannot re-attach (%s); continuing by %s",
                         error,
-                        provider.continuation_for(request.model_copy(update={"resume": None})).via,
+                        provider.continuation_for(request).via,
                     )
-                    prefill = state.prefill
-                    request = request.model_copy(update={"resume": None, "prefill": prefill})
                     continue
                 if error.prefill_rejected and request.prefill:
                     writer.add(chunker.close() + [REGENERATE_NOTICE])
@@ -252,8 +255,12 @@ class ModelStepActivity:
                     continue
                 raise provider_failure(error, label=provider.label) from error
             except asyncio.CancelledError:
-                # Stopped by the user: the background response must not run on at the provider.
-                await asyncio.shield(cancel_at_provider(provider, target.last_cursor))
+                details = activity.cancellation_details()
+                if details is None or not details.worker_shutdown:
+                    # Stopped by the user: the background response must not run on at the
+                    # provider. A worker shutdown hands the step over instead: the response
+                    # runs on and the next attempt re-attaches to it on another worker.
+                    await asyncio.shield(cancel_at_provider(provider, target.last_cursor))
                 await writer.flush()
                 raise
             except BaseException:

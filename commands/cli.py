@@ -63,7 +63,6 @@ async def _until_stopped(*services: _Service) -> None:
         if not task.done()
     ]
     forcer = asyncio.create_task(force.wait())
-    await asyncio.wait([*running, forcer], return_when=asyncio.FIRST_COMPLETED)
     while not all(task.done() for task in running) and not forcer.done():
         await asyncio.wait([*running, forcer], return_when=asyncio.FIRST_COMPLETED)
     if forcer.done():

@@ -53,6 +53,9 @@ class Cluster:
             "PERDURE_TASK_QUEUE": f"chaos-{uuid.uuid4().hex[:8]}",
             "TEMPORAL_ADDRESS": self.temporal_address,
             "PERDURE_TEST_TOOL_RUNS": str(workdir / "tool-runs.txt"),
+            # Teardown stops workers with SIGTERM: do not wait 30 s for a turn a test left
+            # running. Tests of deploys set their own grace.
+            "PERDURE_WORKER_SHUTDOWN_GRACE": "1",
         }
 
     def temporal(self) -> contextlib.AbstractAsyncContextManager[object]:

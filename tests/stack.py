@@ -47,6 +47,7 @@ async def running_stack(
             "PERDURE_TASK_QUEUE": f"perdure-test-{uuid.uuid4().hex[:8]}",
             "PERDURE_HOST": "127.0.0.1",
             "PERDURE_PORT": port,
+            "PERDURE_WORKER_SHUTDOWN_GRACE": 1,
         }
     )
     async with open_services(settings, client=client) as services:

@@ -1,7 +1,7 @@
 """A deploy: both workers of a task queue are restarted one after the other with SIGTERM while
-several answers stream. Each stopping worker lets its activities run for the grace period,
-then hands the unfinished ones over; every answer is still exactly the full count, each turn
-stores one assistant message and ends completed."""
+several answers stream, two per provider API. Each stopping worker lets its activities run for
+the grace period, then hands the unfinished ones over; every answer is still exactly the full
+count, each turn stores one assistant message and ends completed."""
 
 import asyncio
 import uuid
@@ -23,6 +23,8 @@ from tests.databases import database_url
 from tests.fakeprovider.server import FakeProvider
 
 TURNS = 6
+AGENTS = [None, "responses", "anthropic"]
+"""Chat Completions (the default agent), OpenAI Responses in background mode, Anthropic."""
 COUNT = 450
 DELAY_MS = 50
 """22.5 s of answer at 20 tokens/s. A replacement worker takes 4-8 s to start polling on the
@@ -41,7 +43,7 @@ async def cluster(
 
 @pytest.mark.timeout(90)
 async def test_a_rolling_restart_of_every_worker_loses_and_repeats_nothing(
-    cluster: Cluster,
+    cluster: Cluster, fake_provider: FakeProvider
 ) -> None:
     async with cluster.temporal():
         first = [cluster.worker(**GRACE), cluster.worker(**GRACE)]
@@ -49,7 +51,10 @@ async def test_a_rolling_restart_of_every_worker_loses_and_repeats_nothing(
         for worker in first:
             await cluster.wait_polling(worker)
         tag = uuid.uuid4().hex[:6]
-        turns = [CountingTurn(f"rolling-{tag}-{n}", COUNT, DELAY_MS) for n in range(TURNS)]
+        turns = [
+            CountingTurn(f"rolling-{tag}-{n}", COUNT, DELAY_MS, agent=AGENTS[n % len(AGENTS)])
+            for n in range(TURNS)
+        ]
         limits = httpx.Limits(max_connections=TURNS + 10)
         async with httpx.AsyncClient(base_url=url, timeout=90, limits=limits) as http:
             streaming = [asyncio.create_task(turn.run(http)) for turn in turns]
@@ -76,3 +81,13 @@ async def test_a_rolling_restart_of_every_worker_loses_and_repeats_nothing(
     assert {notice["data"].get("kind") for notice in recoveries} == {"continue"}
     for worker in first:
         assert "handed over: Temporal retries it" in worker.output(), worker.output()
+    # A hand-over is not a stop: a background response runs on at the provider, and the next
+    # attempt re-attaches to it (`starting_after`) instead of generating the rest again.
+    routes = {
+        turn.session: [request.route for request in fake_provider.requests_for(turn.user_text)]
+        for turn in turns
+        if turn.agent == "responses"
+    }
+    for session, requested in routes.items():
+        assert "responses.cancel" not in requested, f"{session} cancelled: {requested}"
+        assert requested.count("responses") == 1, f"{session} regenerated: {requested}"
