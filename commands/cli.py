@@ -23,11 +23,20 @@ from storage.migrate import migrate
 
 log = logging.getLogger("perdure")
 
+GATEWAY_SHUTDOWN_GRACE = 10
+"""Seconds a stopping gateway gives its open streams; then they are cut, and their clients
+resume through another gateway with `Last-Event-ID` (the log holds everything)."""
+
 
 def _gateway_server(services: Services | None, settings: Settings) -> uvicorn.Server:
     app = create_app(services=services, settings=settings)
     config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, log_level="warning", access_log=False
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=GATEWAY_SHUTDOWN_GRACE,
     )
     return uvicorn.Server(config)
 
