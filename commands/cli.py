@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
+from pydantic import ValidationError
 from temporalio.worker import Worker
 
 from gateway.app import create_app
@@ -159,7 +160,15 @@ def main(argv: list[str] | None = None) -> None:
     commands.add_parser("migrate", help="bring the store's schema up to date")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    settings = Settings()
+    try:
+        settings = Settings()
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in problem['loc'])}: "
+            f"{problem['msg'].removeprefix('Value error, ')}"
+            for problem in error.errors(include_url=False, include_input=False)
+        )
+        raise SystemExit(f"perdure: invalid configuration: {problems}") from None
     if args.command == "migrate":
         migrate(settings.resolved_database_url())
         print("schema is up to date")

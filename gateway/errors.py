@@ -85,13 +85,14 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0] if text else ''}"[:500]
 
 
-def response_for(error: Exception) -> JSONResponse:
-    """The JSON answer to an exception that no route turned into an `ApiError`."""
+def response_for(error: Exception, request: str = "") -> JSONResponse:
+    """The JSON answer to an exception that no route turned into an `ApiError`; `request`
+    (method and path) goes to the log with the request id."""
     if isinstance(error, ApiError):
         return error_response(
             error.status, error.code, error.message, headers=error.headers, **error.details
         )
-    request_id = current_request_id()
+    request_id = f"{current_request_id()} {request}".strip()
     if store_unreachable(error):
         log.warning("store unreachable (request %s): %s", request_id, _first_line(error))
         return _unavailable_response(
@@ -150,9 +151,9 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(409, error.code, str(error))
 
     @app.exception_handler(sa_exc.SQLAlchemyError)
-    async def _store(_: Request, error: sa_exc.SQLAlchemyError) -> JSONResponse:
-        return response_for(error)
+    async def _store(request: Request, error: sa_exc.SQLAlchemyError) -> JSONResponse:
+        return response_for(error, f"{request.method} {request.url.path}")
 
     @app.exception_handler(RPCError)
-    async def _temporal(_: Request, error: RPCError) -> JSONResponse:
-        return response_for(error)
+    async def _temporal(request: Request, error: RPCError) -> JSONResponse:
+        return response_for(error, f"{request.method} {request.url.path}")

@@ -66,7 +66,7 @@ class RequestIdMiddleware:
                     exc_info=error,
                 )
                 raise
-            response = response_for(error)
+            response = response_for(error, f"{scope.get('method')} {scope.get('path')}")
             response.headers[REQUEST_ID_HEADER] = request_id
             await response(scope, receive, send)
         finally:

@@ -56,9 +56,17 @@ def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
     return resolved
 
 
+PART_TYPE_PATTERN = (
+    r"^(text|reasoning|file|step-start|source-url|source-document|dynamic-tool"
+    r"|(tool|data)-[A-Za-z0-9_.:\-]{1,128})$"
+)
+"""`domain.ui.is_known_part_type` as a pattern, for the OpenAPI document."""
+
+
 def _chat_request_schema() -> dict[str, Any]:
     """`ChatRequest` for the OpenAPI document, with what the route checks beyond the model
-    (known part types, text parts' `text`), so clients and fuzzers see the real contract."""
+    (a new message, known part types, text parts' `text`), so that clients and fuzzers see
+    the real contract."""
     schema = _inlined(ChatRequest.model_json_schema())
     for message in (
         schema["properties"]["message"]["anyOf"][0],
@@ -67,13 +75,13 @@ def _chat_request_schema() -> dict[str, Any]:
         part = message["properties"]["parts"]["items"]
         part["properties"]["type"]["pattern"] = PART_TYPE_PATTERN
         part["properties"]["text"] = {"type": "string", "description": "the text of a text part"}
+    schema["anyOf"] = [
+        {"required": ["messages"], "properties": {"messages": {"type": "array", "minItems": 1}}},
+        {"required": ["message"], "properties": {"message": {"type": "object"}}},
+    ]
     return schema
 
 
-PART_TYPE_PATTERN = (
-    r"^(text|reasoning|file|step-start|source-url|source-document|dynamic-tool"
-    r"|(tool|data)-[A-Za-z0-9_.:\-]{1,128})$"
-)
 CHAT_REQUEST_BODY: dict[str, Any] = {
     "required": True,
     "description": "What the AI SDK's `DefaultChatTransport` sends. Only the last message is "

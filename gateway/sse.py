@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from fastapi.responses import StreamingResponse
 
 from domain.ui import TERMINAL_CHUNK_TYPES, Chunk
+from gateway.errors import ApiError
 from storage.bus import ChunkBus
 from storage.chunks import read_chunks
 from storage.db import Database
@@ -121,19 +122,40 @@ async def _opened(events: AsyncIterator[str]) -> AsyncIterator[str]:
         yield event
 
 
+async def _done() -> AsyncIterator[str]:
+    yield "data: [DONE]\n\n"
+
+
 async def stream_response(
     db: Database,
     bus: ChunkBus,
     *,
     message_id: str,
-    after: int,
-    poll_interval: float,
     submission_id: str,
+    cursor: Cursor | None,
+    poll_interval: float,
 ) -> StreamingResponse:
-    """The log's first read happens here, before the response: if the store fails, the client
-    gets a JSON error instead of a stream that breaks before its first event."""
+    """The stream of `submission_id`'s answer after `cursor` (from its start without one).
+
+    The log's first read happens here, before the response, so a failing store is a JSON
+    error rather than a stream that breaks before its first event. A bare seq past the end
+    of the log comes from an earlier turn's answer: this one is sent from its start; an event
+    id of this turn past its end is refused; one at its closing chunk gets just `[DONE]`.
+    """
+    after = -1 if cursor is None else cursor.after_in(submission_id)
     waiter = bus.waiter(message_id)
     rows = await read_chunks(db, message_id=message_id, after=after)
+    if cursor is not None and not rows and after >= 0:
+        at_cursor = await read_chunks(db, message_id=message_id, after=after - 1)
+        if not at_cursor:  # seqs run 0, 1, 2…: no row at `after` means it is past the end
+            if cursor.submission_id == submission_id:
+                raise ApiError(
+                    400, "bad_cursor", f"Last-Event-ID is past the end of the answer ({after})"
+                )
+            after = -1
+            rows = await read_chunks(db, message_id=message_id, after=after)
+        elif at_cursor[0][1].get("type") in TERMINAL_CHUNK_TYPES:
+            return _response(_done(), submission_id)
     events = relay(
         db,
         bus,
@@ -143,8 +165,12 @@ async def stream_response(
         poll_interval=poll_interval,
         first=(waiter, rows),
     )
+    return _response(events if rows else _opened(events), submission_id)
+
+
+def _response(events: AsyncIterator[str], submission_id: str) -> StreamingResponse:
     return StreamingResponse(
-        events if rows else _opened(events),
+        events,
         media_type="text/event-stream",
         headers={**STREAM_HEADERS, "x-perdure-submission-id": submission_id},
     )

@@ -134,7 +134,6 @@ class Settings(BaseSettings):
     max_message_bytes: int = Field(default=1_000_000, alias="PERDURE_MAX_MESSAGE_BYTES", gt=0)
     poll_interval: float = Field(default=0.02, alias="PERDURE_POLL_INTERVAL", gt=0)
     """Seconds between log reads when no wake-up bus reaches this gateway."""
-    heartbeat_timeout: float = Field(default=5.0, alias="PERDURE_HEARTBEAT_TIMEOUT", gt=0)
     worker_shutdown_grace: float = Field(default=30.0, alias="PERDURE_WORKER_SHUTDOWN_GRACE", gt=0)
     """Seconds a stopping worker gives its running activities before handing them over."""
     ui_port: int = Field(default=8233, alias="PERDURE_TEMPORAL_UI_PORT")

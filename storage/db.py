@@ -44,8 +44,15 @@ class Database:
             self._write_engine = _sqlite_engine(url, begin="BEGIN IMMEDIATE")
             self._read_engine = _sqlite_engine(url, begin=None)
         else:
+            # Bounded: a store that stops answering fails a request in seconds (a 503 at the
+            # gateway, a retried activity in the worker) instead of hanging it.
             self._write_engine = create_async_engine(
-                async_url(url), pool_size=10, max_overflow=20, pool_pre_ping=True
+                async_url(url),
+                pool_size=10,
+                max_overflow=20,
+                pool_pre_ping=True,
+                pool_timeout=5,
+                connect_args={"connect_timeout": 5},
             )
             self._read_engine = self._write_engine
         self._writes = async_sessionmaker(

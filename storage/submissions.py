@@ -66,6 +66,19 @@ def _admit(session: AsyncSession, chat: ChatSession, submission: Submission, at:
     session.add(submission)
 
 
+async def _admit_next(session: AsyncSession, chat: ChatSession, at: float) -> Submission | None:
+    """Admit the session's oldest queued submission, if any (the caller released the session)."""
+    queued = await session.exec(
+        select(Submission)
+        .where(Submission.session_id == chat.id, Submission.status == "pending")
+        .order_by(col(Submission.queue_seq))
+    )
+    following = queued.first()
+    if following is not None:
+        _admit(session, chat, following, at)
+    return following
+
+
 async def _by_key(session: AsyncSession, session_id: str, key: str) -> Submission | None:
     result = await session.exec(
         select(Submission).where(
@@ -267,14 +280,7 @@ async def finish(
         if chat.running_submission_id == submission.id:
             chat.running_submission_id = None
             chat.updated_at = at
-            queued = await session.exec(
-                select(Submission)
-                .where(Submission.session_id == chat.id, Submission.status == "pending")
-                .order_by(col(Submission.queue_seq))
-            )
-            following = queued.first()
-            if following is not None:
-                _admit(session, chat, following, at)
+            following = await _admit_next(session, chat, at)
             session.add(chat)
             return following
         if chat.running_submission_id is not None:
@@ -411,14 +417,7 @@ async def withdraw_submission(db: Database, *, submission_id: str) -> Withdrawal
             return Withdrawal(withdrawn=True)
         admitted: Submission | None = None
         if chat.running_submission_id is None:
-            queued = await session.exec(
-                select(Submission)
-                .where(Submission.session_id == chat.id, Submission.status == "pending")
-                .order_by(col(Submission.queue_seq))
-            )
-            admitted = queued.first()
-            if admitted is not None:
-                _admit(session, chat, admitted, at)
+            admitted = await _admit_next(session, chat, at)
         created_by_it = chat.created_at == submission.created_at
         others = await session.exec(
             select(Submission.id).where(Submission.session_id == chat.id).limit(1)

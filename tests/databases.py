@@ -14,13 +14,27 @@ POSTGRES_ADMIN_URL = os.environ.get(
 )
 
 
+def in_ci() -> bool:
+    """`CI` is set (as CI services set it: `CI=true`): every test must run, none may skip."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip with `reason`; on CI fail with it instead, so a missing service cannot pass."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI is set, so this fails instead of skipping)", pytrace=False)
+    pytest.skip(reason)
+
+
 def postgres_available() -> str | None:
     """None when reachable; otherwise why not."""
     try:
         with psycopg.connect(POSTGRES_ADMIN_URL, connect_timeout=3):
             return None
     except psycopg.Error as error:
-        return f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: {error}".strip()
+        return (
+            f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: {' '.join(str(error).split())}"
+        )
 
 
 @contextlib.contextmanager
@@ -30,7 +44,7 @@ def database_url(backend: str, directory: Path) -> Iterator[str]:
         return
     reason = postgres_available()
     if reason is not None:
-        pytest.skip(reason)
+        skip_or_fail(reason)
     name = f"perdure_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')

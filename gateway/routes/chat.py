@@ -27,24 +27,38 @@ from turn_control.client import cancel_turn, signal_turn, start_turn
 log = logging.getLogger("perdure.gateway")
 
 router = APIRouter(prefix="/api/chat", tags=["chat"])
+SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "description": "One server-sent event: a UI message chunk as JSON, or `[DONE]` last.",
+    "properties": {
+        "id": {
+            "type": "string",
+            "pattern": r"^[A-Za-z0-9_\-]{1,64}:\d+$",
+            "description": "`<submission id>:<seq>`: send it back as `Last-Event-ID`",
+        },
+        "data": {"type": "string"},
+        "event": {"type": "string"},
+    },
+    "required": ["data"],
+}
 STREAM_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The answer as an AI SDK UI message stream (server-sent events)",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "content": {"text/event-stream": {"schema": SSE_EVENT}},
     }
 }
 BODY_LIMIT_FACTOR = 16
 """The body carries the client's whole history; only the new message is capped tightly."""
 
 
-async def _stream(services: Services, submission: Submission, after: int) -> Response:
+async def _stream(services: Services, submission: Submission, cursor: Cursor | None) -> Response:
     return await stream_response(
         services.db,
         services.bus,
         message_id=submission.assistant_message_id,
-        after=after,
-        poll_interval=services.settings.poll_interval,
         submission_id=submission.id,
+        cursor=cursor,
+        poll_interval=services.settings.poll_interval,
     )
 
 
@@ -133,6 +147,7 @@ async def _withdraw(services: Services, submission: Submission) -> None:
     "",
     summary="Send a message and stream the answer",
     openapi_extra={"requestBody": CHAT_REQUEST_BODY},
+    response_class=Response,
     responses=STREAM_RESPONSE,
 )
 async def send_message(
@@ -169,7 +184,7 @@ async def send_message(
             if outcome.created:  # a repeated request leaves the original's turn alone
                 await _withdraw(services, submission)
             raise
-    return await _stream(services, submission, after=-1)
+    return await _stream(services, submission, cursor=None)
 
 
 def _cursor(last_event_id: str | None, after: int | None) -> Cursor | None:
@@ -191,6 +206,7 @@ def _cursor(last_event_id: str | None, after: int | None) -> Cursor | None:
 @router.get(
     "/{session_id}/stream",
     summary="Resume the active answer's stream",
+    response_class=Response,
     responses={**STREAM_RESPONSE, 204: {"description": "Nothing is active to resume"}},
 )
 async def resume_stream(
@@ -212,9 +228,7 @@ async def resume_stream(
     target = await stream_target(services.db, session_id=session_id, latest=cursor is not None)
     if target is None:
         return Response(status_code=204)
-    return await _stream(
-        services, target, after=-1 if cursor is None else cursor.after_in(target.id)
-    )
+    return await _stream(services, target, cursor)
 
 
 @router.post("/{session_id}/stop", summary="Cancel the running turn; its partial answer is kept")

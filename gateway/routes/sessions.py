@@ -27,7 +27,8 @@ from turn_control.client import cancel_turn, wait_turn_ended
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 CANCEL_GRACE_SECONDS = 10.0
 MAX_OFFSET = 2**31 - 1
-MAX_EVENT_ID = 2**63 - 1
+MAX_EVENT_ID = 2**31 - 1
+"""Event ids are 32-bit integers in PostgreSQL."""
 
 
 @router.get("", summary="List sessions, most recently active first")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.databases import skip_or_fail
 from tests.stack import Stack
 
 NODE_TESTS = Path(__file__).parents[1] / "node"
@@ -24,7 +25,7 @@ def _node_ready() -> str | None:
 async def test_the_ai_sdk_chat_client_sends_resumes_and_stops(stack: Stack) -> None:
     missing = _node_ready()
     if missing is not None:
-        pytest.skip(missing)
+        skip_or_fail(missing)
     process = await asyncio.create_subprocess_exec(
         "node",
         "--test",

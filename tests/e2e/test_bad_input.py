@@ -52,6 +52,19 @@ BAD_BODIES: dict[str, tuple[Any, int, str]] = {
         422,
         "invalid_request",
     ),
+    "a text part whose text is not a string": (
+        {
+            "id": "s",
+            "messages": [{"id": "m", "role": "user", "parts": [{"type": "text", "text": 5}]}],
+        },
+        422,
+        "invalid_request",
+    ),
+    "a NUL character in the text": (
+        {"id": "s", "messages": [user_message("nul \x00 here")]},
+        422,
+        "invalid_request",
+    ),
 }
 
 
@@ -153,3 +166,95 @@ async def test_reusing_a_stored_message_id_with_another_key_is_a_409(
 
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "message_conflict"
+
+
+async def test_a_lone_surrogate_in_the_message_is_a_422(http: httpx.AsyncClient) -> None:
+    before = await session_count(http)
+    session = f"bad-{uuid.uuid4().hex[:8]}"
+    part = '{"type": "text", "text": "half \\ud800 a pair"}'
+    body = f'{{"id": "{session}", "messages": [{{"id": "m", "role": "user", "parts": [{part}]}}]}}'
+
+    response = await http.post(
+        "/api/chat", content=body.encode(), headers={"content-type": "application/json"}
+    )
+
+    assert response.status_code == 422
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert await session_count(http) == before
+
+
+HUGE = "123456789012345678901234567"
+"""27 digits: far past any integer column."""
+
+OUT_OF_BOUNDS: dict[str, tuple[str, dict[str, str], int, str]] = {
+    "a 27-digit sessions offset": (f"/v1/sessions?offset={HUGE}", {}, 422, "invalid_request"),
+    "a negative sessions offset": ("/v1/sessions?offset=-1", {}, 422, "invalid_request"),
+    "a 27-digit sessions limit": (f"/v1/sessions?limit={HUGE}", {}, 422, "invalid_request"),
+    "a 27-digit events cursor": (
+        f"/v1/sessions/{{id}}/events?after={HUGE}",
+        {},
+        422,
+        "invalid_request",
+    ),
+    "a 27-digit events limit": (
+        f"/v1/sessions/{{id}}/events?limit={HUGE}",
+        {},
+        422,
+        "invalid_request",
+    ),
+    "a 27-digit stream cursor": (
+        f"/api/chat/{{id}}/stream?after={HUGE}",
+        {},
+        422,
+        "invalid_request",
+    ),
+    "a 27-digit Last-Event-ID": (
+        "/api/chat/{id}/stream",
+        {"Last-Event-ID": HUGE},
+        400,
+        "bad_cursor",
+    ),
+    "a 27-digit seq in an event id": (
+        "/api/chat/{id}/stream",
+        {"Last-Event-ID": f"0123abcd:{HUGE}"},
+        400,
+        "bad_cursor",
+    ),
+    "a Last-Event-ID over 100 characters": (
+        "/api/chat/{id}/stream",
+        {"Last-Event-ID": "7" * 101},
+        422,
+        "invalid_request",
+    ),
+    "a session id over 200 characters": (f"/v1/sessions/{'s' * 201}", {}, 422, "invalid_request"),
+    "a session id with a space": ("/v1/sessions/two%20words", {}, 422, "invalid_request"),
+}
+
+
+@pytest.mark.parametrize("case", list(OUT_OF_BOUNDS))
+async def test_a_query_parameter_header_or_path_out_of_bounds_is_a_json_4xx(
+    http: httpx.AsyncClient, case: str
+) -> None:
+    session = f"bounds-{uuid.uuid4().hex[:8]}"
+    await http.post("/api/chat", json=chat_body(session, user_message("@count 1")))
+    path, headers, status, code = OUT_OF_BOUNDS[case]
+
+    response = await http.get(path.format(id=session), headers=headers)
+
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["code"] == code
+    assert response.json()["error"]["requestId"] == response.headers["x-request-id"]
+
+
+async def test_an_idempotency_key_over_300_characters_is_a_422(http: httpx.AsyncClient) -> None:
+    before = await session_count(http)
+
+    response = await http.post(
+        "/api/chat",
+        json=chat_body(f"key-{uuid.uuid4().hex[:8]}", user_message("@count 1")),
+        headers={"Idempotency-Key": "k" * 301},
+    )
+
+    assert response.status_code == 422
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert await session_count(http) == before

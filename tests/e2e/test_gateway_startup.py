@@ -1,0 +1,49 @@
+"""`perdure gateway` refuses to start with a malformed PERDURE_API_KEYS, saying why in one line
+and never echoing a key."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.processes import PERDURE
+
+SECRET = "sk-live-1b2c3d"
+REPO = Path(__file__).parents[2]
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (f"{SECRET}:alpha,{SECRET}:beta", "entries 1 and 2 have the same key"),
+        (f"{SECRET}:alpha,nocolon", "entry 2 of 2 must be key:tenant with exactly one ':'"),
+    ],
+)
+def test_the_gateway_exits_at_start_on_malformed_api_keys(
+    value: str, reason: str, tmp_path: Path
+) -> None:
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("PERDURE_")}
+    env = {
+        **inherited,
+        "PYTHONPATH": str(REPO),
+        "PERDURE_DATA_DIR": str(tmp_path),
+        "PERDURE_API_KEYS": value,
+        "TEMPORAL_ADDRESS": "127.0.0.1:1",  # never reached: the settings are checked first
+    }
+
+    exited = subprocess.run(
+        [PERDURE, "gateway"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert exited.returncode != 0
+    assert "PERDURE_API_KEYS" in exited.stderr
+    assert reason in exited.stderr
+    assert "Traceback" not in exited.stderr
+    assert SECRET not in exited.stderr + exited.stdout
+    assert not list(tmp_path.iterdir()), "nothing was started or written"
