@@ -1,0 +1,233 @@
+"""Where each millisecond of time to first token goes, in `perdure dev`'s arrangement.
+
+    .venv/bin/python -m bench.ttft_breakdown [--turns 50]
+
+One process, as `perdure dev` runs it: the Temporal dev server (temporal-dev.yml), the worker
+and the gateway on one client (eager workflow start), the SQLite store, the fake provider in a
+thread. The bench wraps the functions a turn passes through (it changes no product code) and
+records, per turn, the moment each stage is reached, then prints the p50/p95 of each stage's
+share:
+
+    POST sent → intake committed → workflow started (eager?) → model step entered → log
+    claimed → provider request sent → provider's first delta → first delta in the log →
+    first delta at the client
+"""
+
+import argparse
+import asyncio
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+import httpx
+import uvicorn
+
+import activities.chunk_writer as chunk_writer_module
+import activities.model_step as model_step_module
+import gateway.routes.chat as chat_routes
+import storage.chunks as chunks_module
+from domain.names import turn_workflow_id
+from gateway.app import create_app
+from perdure.agents_registry import load_agents
+from runtime.services import open_services
+from runtime.settings import Settings
+from runtime.temporal_dev import DevServerConfig, dev_server
+from runtime.worker import build_worker
+from tests.fakeprovider.server import FakeProvider
+from tests.stack import free_port
+
+STAGES = [
+    "intake committed",
+    "workflow started",
+    "model step entered",
+    "log claimed",
+    "provider request sent",
+    "provider first delta",
+    "first delta logged",
+    "first delta at client",
+]
+marks: dict[str, dict[str, float]] = defaultdict(dict)
+"""Per message id (the fake's user text for provider stages), stage → time.monotonic()."""
+submissions: list[str] = []
+
+
+def _mark(key: str, stage: str) -> None:
+    marks[key].setdefault(stage, time.monotonic())
+
+
+def _wrap_async(
+    owner: Any,
+    name: str,
+    before: Callable[..., None] | None = None,
+    after: Callable[..., None] | None = None,
+) -> None:
+    original = getattr(owner, name)
+
+    async def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if before is not None:
+            before(*args, **kwargs)
+        result = await original(*args, **kwargs)
+        if after is not None:
+            after(result, *args, **kwargs)
+        return result
+
+    setattr(owner, name, wrapped)
+
+
+def instrument() -> None:
+    _wrap_async(
+        chat_routes,
+        "submit",
+        after=lambda outcome, *a, **k: _mark(
+            outcome.submission.assistant_message_id, "intake committed"
+        ),
+    )
+    _wrap_async(
+        chat_routes,
+        "start_turn",
+        after=lambda result, client, submission, **k: _mark(
+            submission.assistant_message_id, "workflow started"
+        ),
+    )
+    _wrap_async(
+        model_step_module,
+        "get_submission",
+        before=lambda db, submission_id: _mark(submission_id, "model step entered"),
+    )
+    _wrap_async(
+        model_step_module,
+        "claim_log",
+        after=lambda result, db, *, message_id, writer: _mark(message_id, "log claimed"),
+    )
+    original_append = chunks_module.append_chunks
+
+    async def append(db: Any, *, message_id: str, chunks: list[dict[str, Any]], **kw: Any) -> int:
+        seq = await original_append(db, message_id=message_id, chunks=chunks, **kw)
+        if any(c.get("type") == "text-delta" for c in chunks):
+            _mark(message_id, "first delta logged")
+        return seq
+
+    chunk_writer_module.append_chunks = append  # type: ignore[assignment]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+async def one_turn(http: httpx.AsyncClient, fake: FakeProvider) -> dict[str, float] | None:
+    text = f"@count 5 @delay 5 bench-{uuid.uuid4().hex[:10]}"
+    body = {
+        "id": f"bench-{uuid.uuid4().hex[:12]}",
+        "messages": [
+            {"id": uuid.uuid4().hex[:16], "role": "user", "parts": [{"type": "text", "text": text}]}
+        ],
+    }
+    posted = time.monotonic()
+    message_id = None
+    first_at = None
+    async with http.stream("POST", "/api/chat", json=body) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data: {") and '"type":"start"' in line:
+                message_id = line.split('"messageId":"', 1)[1].split('"', 1)[0]
+            if first_at is None and '"type":"text-delta"' in line:
+                first_at = time.monotonic()
+    (request,) = fake.requests_for(text)
+    if message_id is None or first_at is None or request.first_delta_at is None:
+        return None
+    stages = marks.pop(message_id, {})
+    submission_id = response.headers.get("x-perdure-submission-id", "")
+    submissions.append(submission_id)
+    stages.update(marks.pop(submission_id, {}))
+    stages["provider request sent"] = request.started_at
+    stages["provider first delta"] = request.first_delta_at
+    stages["first delta at client"] = first_at
+    return {stage: (at - posted) * 1000 for stage, at in stages.items()}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=50)
+    args = parser.parse_args()
+    instrument()
+    with FakeProvider() as fake, TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        port = free_port()
+        settings = Settings.model_validate(
+            {
+                "PERDURE_DATA_DIR": str(workdir),
+                "PERDURE_MODEL": "openai:gpt-bench",
+                "PERDURE_PORT": port,
+                "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}",
+            }
+        )
+        for key, value in fake.env().items():
+            import os
+
+            os.environ[key] = value
+        async with (
+            dev_server(
+                address=settings.temporal_address,
+                ui_port=free_port(),
+                db_file=workdir / "temporal.db",
+                namespace="default",
+                config=DevServerConfig.load(Path("temporal-dev.yml")),
+            ),
+            open_services(settings) as services,
+        ):
+            services.eager_start = True
+            services.bus.reliable = True
+            worker = build_worker(services, load_agents(None))
+            server = uvicorn.Server(
+                uvicorn.Config(create_app(services=services), port=port, log_level="warning")
+            )
+            async with worker:
+                serving = asyncio.create_task(server.serve())
+                while not server.started:
+                    await asyncio.sleep(0.01)
+                rows: list[dict[str, float]] = []
+                async with httpx.AsyncClient(
+                    base_url=f"http://127.0.0.1:{port}", timeout=60
+                ) as http:
+                    for _ in range(5):
+                        await one_turn(http, fake)
+                    for _ in range(args.turns):
+                        row = await one_turn(http, fake)
+                        if row is not None:
+                            rows.append(row)
+                eager = 0
+                for submission_id in submissions[-args.turns :]:
+                    handle = services.client.get_workflow_handle(turn_workflow_id(submission_id))
+                    async for event in handle.fetch_history_events():
+                        started = event.workflow_execution_started_event_attributes
+                        eager += bool(started.eager_execution_accepted)
+                        break
+                server.should_exit = True
+                await serving
+    print(f"{len(rows)} turns; eager workflow start accepted for {eager} of {args.turns}")
+    print("milliseconds after POST, and each stage's own share")
+    print("| stage | at p50 | at p95 | stage p50 | stage p95 |")
+    print("|---|---|---|---|---|")
+    previous: str | None = None
+    for stage in STAGES:
+        at = [row[stage] for row in rows if stage in row]
+        if not at:
+            continue
+        share = [
+            row[stage] - (row[previous] if previous else 0.0)
+            for row in rows
+            if stage in row and (previous is None or previous in row)
+        ]
+        print(
+            f"| {stage} | {percentile(at, 50):.1f} | {percentile(at, 95):.1f} "
+            f"| {percentile(share, 50):.1f} | {percentile(share, 95):.1f} |"
+        )
+        previous = stage
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
