@@ -19,8 +19,10 @@ from gateway.errors import TEMPORAL_UNAVAILABLE, ApiError, temporal_unreachable,
 
 T = TypeVar("T")
 
-TEMPORAL_TIMEOUT_SECONDS = 3.0
-"""A start or cancel takes tens of milliseconds when Temporal is up."""
+TEMPORAL_TIMEOUT_SECONDS = 15.0
+"""A start or cancel takes tens of milliseconds when Temporal is up, but hundreds of chats
+started at once queue at a live server: the health probe gives up on a dead server within a
+second, so this deadline only bounds a live one that is very slow."""
 PROBE_AFTER_SECONDS = 0.25
 PROBE_TIMEOUT = timedelta(seconds=1)
 

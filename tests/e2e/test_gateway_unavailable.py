@@ -27,7 +27,7 @@ from tests.e2e.chat_client import chat_body, counting, read_stream, send, user_m
 from tests.stack import Stack, free_port, running_stack
 
 QUICK_503_SECONDS = 2.0
-"""An unreachable Temporal fails the gateway's health probe at 0.25 s (the deadline is 3 s; the
+"""An unreachable Temporal fails the gateway's health probe at 0.25 s (the deadline for a live server is 15 s; the
 Temporal client alone would retry for 9-10 s)."""
 
 
