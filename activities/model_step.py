@@ -81,8 +81,10 @@ class ModelStepActivity:
             writer = current_writer()
             token = bind_stash(stash_writer(self._db, submission.id))
             try:
-                # Fence off earlier attempts before reading the log they may still write to.
-                await claim_log(self._db, message_id=step.assistant_message_id, writer=writer)
+                # Fence off earlier attempts before reading the log they may still write to
+                # (a first attempt has none, and its first write claims the log anyway).
+                if writer.attempt > 1:
+                    await claim_log(self._db, message_id=step.assistant_message_id, writer=writer)
                 chunks = ChunkWriter(
                     self._db,
                     self._bus,

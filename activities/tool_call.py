@@ -36,7 +36,8 @@ class ToolCallActivity:
         async with heartbeating():
             writer = current_writer()
             try:
-                await claim_log(self._db, message_id=call.assistant_message_id, writer=writer)
+                if writer.attempt > 1:  # fence off the earlier attempts (a first has none)
+                    await claim_log(self._db, message_id=call.assistant_message_id, writer=writer)
                 chunk = await self._run(call)
                 if chunk is None:
                     return

@@ -1,14 +1,19 @@
-"""Shared by the recovery and load benchmarks: statistics, CPU time of processes, and the fake
-provider in a process of its own (so its CPU time is not the load generator's)."""
+"""Shared by the recovery and load benchmarks: statistics, CPU time and peak memory of
+processes, and the fake provider in a process of its own (so its CPU time is not the load
+generator's)."""
 
 import contextlib
 import os
 import resource
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
+
+import httpx
 
 from bench.latency import percentile
 
@@ -25,6 +30,32 @@ def cpu_seconds(pid: int) -> float:
 def own_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def _status_mb(pid: int, field_name: str) -> float | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith(f"{field_name}:"):
+            return int(line.split()[1]) / 1024  # kB
+    return None
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """The peak resident memory of a live process so far (`VmHWM`, kept by the kernel), in MB;
+    None when the process is gone."""
+    return _status_mb(pid, "VmHWM")
+
+
+def rss_mb(pid: int) -> float | None:
+    """The resident memory of a live process now (`VmRSS`), in MB."""
+    return _status_mb(pid, "VmRSS")
+
+
+def own_peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
 
 
 class CpuMeter:
@@ -67,6 +98,35 @@ def stats(values: list[float], digits: int) -> str:
     return f"{p50:.{digits}f} | {p95:.{digits}f} | {top:.{digits}f}"
 
 
+def p50_p95(values: list[float], digits: int) -> str:
+    """`p50 | p95` cells, or dashes when there is nothing to summarise."""
+    if not values:
+        return "– | –"
+    return f"{percentile(values, 50):.{digits}f} | {percentile(values, 95):.{digits}f}"
+
+
+@dataclass(frozen=True)
+class ProviderRequest:
+    """One request the fake provider recorded (see `RemoteFakeProvider.observe`)."""
+
+    user_text: str
+    status: int
+    started_at: float
+    """`time.monotonic()` in the fake's process when the request arrived."""
+    delta_times: list[float]
+    """`time.monotonic()` of every content delta written to the socket, in order."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    requests: list[ProviderRequest]
+    clock_skew: float
+    """How far the fake's `time.monotonic()` fell outside this process's before/after bracket
+    of the request that read it (0 when inside: the two processes read one clock)."""
+    bracket: float
+    """The width of that bracket (seconds): the precision of the check."""
+
+
 class RemoteFakeProvider:
     """`python -m tests.fakeprovider` in a subprocess; `env()` points the SDKs at it."""
 
@@ -97,6 +157,35 @@ class RemoteFakeProvider:
     def pid(self) -> int:
         assert self.process is not None
         return self.process.pid
+
+    async def observe(self, contains: str = "") -> Observation:
+        """The requests it recorded whose user text contains `contains`, read from its
+        test-only observation route (`GET /_fake/requests`, tests/fakeprovider/server.py).
+
+        Its times are `time.monotonic()` of its process: CLOCK_MONOTONIC is one clock for the
+        whole machine on Linux, so they compare directly with this process's; `clock_skew`
+        checks that on every read."""
+        async with httpx.AsyncClient(timeout=60) as http:
+            before = time.monotonic()
+            response = await http.get(f"{self.url}/_fake/requests", params={"contains": contains})
+            after = time.monotonic()
+        response.raise_for_status()
+        body: dict[str, Any] = response.json()
+        theirs = float(body["monotonic"])
+        requests = [
+            ProviderRequest(
+                user_text=item["user_text"],
+                status=int(item["status"]),
+                started_at=float(item["started_at"]),
+                delta_times=[float(t) for t in item["delta_times"]],
+            )
+            for item in body["requests"]
+        ]
+        return Observation(
+            requests=requests,
+            clock_skew=max(0.0, before - theirs, theirs - after),
+            bracket=after - before,
+        )
 
     def env(self, api_key: str = "fake-key") -> dict[str, str]:
         return {

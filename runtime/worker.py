@@ -11,6 +11,7 @@ from temporalio.worker import (
     ActivityInboundInterceptor,
     ExecuteActivityInput,
     Interceptor,
+    PollerBehaviorAutoscaling,
     Worker,
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -22,9 +23,13 @@ from activities.reconcile import ReconcileActivity
 from activities.tool_call import ToolCallActivity
 from perdure.agents_registry import AgentRegistry
 from runtime.services import Services
+from storage.log_appender import LogAppender
 from workflows import ReconcilerWorkflow, TurnWorkflow
 
 log = logging.getLogger("perdure.worker")
+
+MAX_CONCURRENT_ACTIVITIES = 1000
+POLLERS_MAX = 20
 
 
 class ActivityTracker(Interceptor):
@@ -69,6 +74,9 @@ class _Tracked(ActivityInboundInterceptor):
 def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[..., Any]]:
     """One activity object per role: model step, tool call, finish, reconcile."""
     db, bus, client = services.db, services.bus, services.client
+    # One log writer for the whole process: the model steps of every chat hand their chunks
+    # to it and it commits them together, one transaction per flush (storage/log_appender.py).
+    LogAppender.of(db, bus)
     task_queue = services.settings.task_queue
     finisher = TurnFinisher(db=db, bus=bus, agents=agents, client=client, task_queue=task_queue)
     model = ModelStepActivity(
@@ -101,7 +109,12 @@ def build_worker(
         # "stop" prompt. Liveness is bounded separately by the heartbeat timeout.
         max_heartbeat_throttle_interval=timedelta(milliseconds=500),
         default_heartbeat_throttle_interval=timedelta(milliseconds=500),
-        max_concurrent_activities=200,
+        # Model steps and tools mostly wait on the network: hundreds at once cost little, and
+        # every streaming answer holds one slot for its whole step.
+        max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+        # Chats that start together arrive as a burst of tasks: let the pollers scale with it.
+        workflow_task_poller_behavior=PollerBehaviorAutoscaling(maximum=POLLERS_MAX),
+        activity_task_poller_behavior=PollerBehaviorAutoscaling(maximum=POLLERS_MAX),
         # On shutdown the worker stops polling at once and its running activities get this
         # long to finish; then the SDK cancels them and Temporal retries each on another
         # worker (a model step continues the same answer through the recovery gate).

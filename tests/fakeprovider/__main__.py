@@ -1,6 +1,8 @@
 """Run the fake provider on its own: `python -m tests.fakeprovider --port 0`.
 
 The first line on stdout is `FAKE_PROVIDER_URL=http://127.0.0.1:PORT`; SIGINT/SIGTERM stop it.
+What it recorded can be read from another process with the test-only observation route
+`GET /_fake/requests` (`FakeProvider.observe`), which no real API has.
 """
 
 import argparse

@@ -9,6 +9,9 @@ from typing import Self
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from tests.fakeprovider.anthropic import AnthropicRoutes
 from tests.fakeprovider.openai_chat import ChatRoutes
@@ -16,6 +19,8 @@ from tests.fakeprovider.openai_responses import ResponsesRoutes
 from tests.fakeprovider.state import FakeState, RecordedRequest
 
 _ABORT_NOTICE = "ASGI callable returned without completing response."
+OBSERVATION_PATH = "/_fake/requests"
+"""The test-only observation route (see `FakeProvider.observe`); no real API has it."""
 
 
 class _HideDeliberateAborts(logging.Filter):
@@ -43,6 +48,7 @@ class FakeProvider:
             *ChatRoutes(self.state).routes(),
             *self._responses.routes(),
             *AnthropicRoutes(self.state).routes(),
+            Route(OBSERVATION_PATH, self.observe, methods=["GET"]),
         ]
         self.app = Starlette(routes=routes)
         self._server: uvicorn.Server | None = None
@@ -151,6 +157,24 @@ class FakeProvider:
 
     def requests_for(self, user_text: str) -> list[RecordedRequest]:
         return [request for request in self.state.requests if request.user_text == user_text]
+
+    async def observe(self, request: Request) -> JSONResponse:
+        """`GET /_fake/requests[?contains=TEXT]`: what this fake recorded, for a test or a
+        benchmark in another process (`python -m tests.fakeprovider`) to read.
+
+        TEST-ONLY OBSERVATION ROUTE: no real provider API has it, and it changes nothing the
+        fake answers on the real routes (it only reads the request log). It returns the
+        clocks of this process, `time.monotonic()` (CLOCK_MONOTONIC, system-wide on Linux, so
+        comparable with another process's on the same machine) and `time.time()`, and every
+        recorded request whose last user text contains `contains`: its route, user text,
+        status, `started_at` and the `time.monotonic()` of every content delta written to the
+        socket (`delta_times`, in order).
+        """
+        contains = request.query_params.get("contains", "")
+        recorded = self.state.observed(contains)
+        return JSONResponse(
+            {"monotonic": time.monotonic(), "time": time.time(), "requests": recorded}
+        )
 
     def reset(self) -> None:
         """Forget requests, counters, fault budgets and stored responses."""

@@ -65,6 +65,22 @@ class FakeState:
                     return fault
         return None
 
+    def observed(self, contains: str = "") -> list[dict[str, Any]]:
+        """A copy of the requests whose user text contains `contains`, as JSON, for the
+        test-only observation route (`GET /_fake/requests`, server.py)."""
+        with self._lock:
+            return [
+                {
+                    "route": request.route,
+                    "user_text": request.user_text,
+                    "status": request.status,
+                    "started_at": request.started_at,
+                    "delta_times": list(request.delta_times),
+                }
+                for request in self.requests
+                if contains in request.user_text
+            ]
+
     def reset(self) -> None:
         with self._lock:
             self.requests.clear()
