@@ -1,5 +1,6 @@
 """Engines and transactions for SQLite (embedded default) and PostgreSQL (scale-out)."""
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -55,6 +56,7 @@ class Database:
                 connect_args={"connect_timeout": 5},
             )
             self._read_engine = self._write_engine
+        self._sqlite_writes = asyncio.Lock() if self.is_sqlite else None
         self._writes = async_sessionmaker(
             self._write_engine, class_=AsyncSession, expire_on_commit=False
         )
@@ -64,7 +66,14 @@ class Database:
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:
-        async with self._writes() as session, session.begin():
+        if self._sqlite_writes is None:
+            async with self._writes() as session, session.begin():
+                yield session
+            return
+        # SQLite has one writer at a time. Queue this process's writers here, in order, rather
+        # than at the file lock, where each waiter sleeps in SQLite's busy handler (up to
+        # 100 ms a try) and a burst of writers pays those sleeps over and over.
+        async with self._sqlite_writes, self._writes() as session, session.begin():
             yield session
 
     @asynccontextmanager
