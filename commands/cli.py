@@ -7,7 +7,7 @@ import signal
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from pydantic import ValidationError
@@ -19,8 +19,12 @@ from runtime.schedules import ensure_reconciler_schedule
 from runtime.services import Services, open_services
 from runtime.settings import Settings
 from runtime.temporal_dev import DevServerConfig, dev_server
-from runtime.worker import ActivityTracker, build_worker
 from storage.migrate import migrate
+
+if TYPE_CHECKING:
+    # The worker (and with it the provider SDKs) is imported only by the commands that run
+    # one: a gateway never needs it, and importing it costs seconds.
+    from runtime.worker import ActivityTracker
 
 log = logging.getLogger("perdure")
 
@@ -92,7 +96,7 @@ def _serving(server: uvicorn.Server) -> _Service:
     return _Service(run=server.serve, stop=stop)
 
 
-def _working(worker: Worker, tracker: ActivityTracker, grace: float) -> _Service:
+def _working(worker: Worker, tracker: "ActivityTracker", grace: float) -> _Service:
     async def stop() -> None:
         started = time.monotonic()
         log.info(
@@ -122,6 +126,8 @@ async def _dev(settings: Settings) -> None:
         async with open_services(settings) as services:
             services.eager_start = True
             services.bus.reliable = True  # the worker publishes on this very bus
+            from runtime.worker import ActivityTracker, build_worker
+
             tracker = ActivityTracker()
             worker = build_worker(services, load_agents(settings.agents), tracker)
             await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)
@@ -138,6 +144,8 @@ async def _dev(settings: Settings) -> None:
 
 async def _worker(settings: Settings) -> None:
     async with open_services(settings, listen=False) as services:
+        from runtime.worker import ActivityTracker, build_worker
+
         tracker = ActivityTracker()
         worker = build_worker(services, load_agents(settings.agents), tracker)
         await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)

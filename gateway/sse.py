@@ -5,6 +5,7 @@ client that reconnects with the id of an earlier turn is given the newer turn fr
 """
 
 import asyncio
+import contextlib
 import json
 import re
 import time
@@ -15,14 +16,12 @@ from fastapi.responses import StreamingResponse
 
 from domain.ui import TERMINAL_CHUNK_TYPES, Chunk
 from gateway.errors import ApiError
-from storage.bus import ChunkBus
 from storage.chunks import read_chunks
 from storage.db import Database
+from storage.log_watch import LogWatcher
 from storage.submissions import get_submission
 
 KEEP_ALIVE_SECONDS = 15.0
-RELIABLE_BUS_SAFETY_POLL = 1.0
-"""Even with a wake-up bus, re-read now and then: a hint lost in a reconnect costs ≤ 1 s."""
 MAX_SEQ = 2**31 - 1
 """The largest seq a cursor may name (the log's seq column is a 32-bit integer)."""
 
@@ -72,48 +71,46 @@ def _event(submission_id: str, seq: int, chunk: Chunk) -> str:
 
 async def relay(
     db: Database,
-    bus: ChunkBus,
+    watcher: LogWatcher,
     *,
     message_id: str,
     submission_id: str,
     after: int,
-    poll_interval: float,
-    first: tuple[asyncio.Event, list[tuple[int, Chunk]]] | None = None,
+    first: list[tuple[int, Chunk]] | None = None,
 ) -> AsyncIterator[str]:
     """Every logged chunk after `after`, once, in order, until the log's terminal chunk.
 
-    `first` is a waiter and the log's first read, when the caller has done that already.
+    `first` is the log's first read, when the caller has done it already. The stream reads
+    nothing itself after that: the process's `watcher` hands it the rows that follow.
     """
+    rows = await read_chunks(db, message_id=message_id, after=after) if first is None else first
     cursor = after
+    for seq, chunk in rows:
+        yield _event(submission_id, seq, chunk)
+        cursor = seq
+        if chunk.get("type") in TERMINAL_CHUNK_TYPES:
+            yield "data: [DONE]\n\n"
+            return
     quiet_since = time.monotonic()
-    if first is None:
-        waiter = bus.waiter(message_id)
-        rows = await read_chunks(db, message_id=message_id, after=cursor)
-    else:
-        waiter, rows = first
-    while True:
-        for seq, chunk in rows:
-            yield _event(submission_id, seq, chunk)
-            cursor = seq
-            if chunk.get("type") in TERMINAL_CHUNK_TYPES:
-                yield "data: [DONE]\n\n"
-                return
-        if rows:
-            quiet_since = time.monotonic()
-        else:
-            timeout = RELIABLE_BUS_SAFETY_POLL if bus.reliable else poll_interval
-            try:
-                async with asyncio.timeout(timeout):
-                    await waiter.wait()
-            except TimeoutError:
-                if time.monotonic() - quiet_since >= KEEP_ALIVE_SECONDS:
-                    if await get_submission(db, submission_id) is None:
-                        yield GONE  # deleted with its session: its log will never close
-                        return
-                    yield ": keep-alive\n\n"
-                    quiet_since = time.monotonic()
-        waiter = bus.waiter(message_id)
-        rows = await read_chunks(db, message_id=message_id, after=cursor)
+    with watcher.follow(message_id, after=cursor) as follow:
+        while True:
+            rows = []
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(quiet_since + KEEP_ALIVE_SECONDS - time.monotonic()):
+                    rows = await follow.next()
+            for seq, chunk in rows:
+                yield _event(submission_id, seq, chunk)
+                if chunk.get("type") in TERMINAL_CHUNK_TYPES:
+                    yield "data: [DONE]\n\n"
+                    return
+            if rows:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= KEEP_ALIVE_SECONDS:
+                if await get_submission(db, submission_id) is None:
+                    yield GONE  # deleted with its session: its log will never close
+                    return
+                yield ": keep-alive\n\n"
+                quiet_since = time.monotonic()
 
 
 async def _opened(events: AsyncIterator[str]) -> AsyncIterator[str]:
@@ -128,12 +125,11 @@ async def _done() -> AsyncIterator[str]:
 
 async def stream_response(
     db: Database,
-    bus: ChunkBus,
+    watcher: LogWatcher,
     *,
     message_id: str,
     submission_id: str,
     cursor: Cursor | None,
-    poll_interval: float,
 ) -> StreamingResponse:
     """The stream of `submission_id`'s answer after `cursor` (from its start without one).
 
@@ -143,7 +139,6 @@ async def stream_response(
     id of this turn past its end is refused; one at its closing chunk gets just `[DONE]`.
     """
     after = -1 if cursor is None else cursor.after_in(submission_id)
-    waiter = bus.waiter(message_id)
     rows = await read_chunks(db, message_id=message_id, after=after)
     if cursor is not None and not rows and after >= 0:
         at_cursor = await read_chunks(db, message_id=message_id, after=after - 1)
@@ -157,13 +152,7 @@ async def stream_response(
         elif at_cursor[0][1].get("type") in TERMINAL_CHUNK_TYPES:
             return _response(_done(), submission_id)
     events = relay(
-        db,
-        bus,
-        message_id=message_id,
-        submission_id=submission_id,
-        after=after,
-        poll_interval=poll_interval,
-        first=(waiter, rows),
+        db, watcher, message_id=message_id, submission_id=submission_id, after=after, first=rows
     )
     return _response(events if rows else _opened(events), submission_id)
 

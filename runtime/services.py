@@ -1,4 +1,4 @@
-"""The long-lived things a process holds: store, wake-up bus and Temporal client."""
+"""The long-lived things a process holds: store, wake-up bus, log watcher, Temporal client."""
 
 import asyncio
 import contextlib
@@ -11,6 +11,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from runtime.settings import Settings
 from storage.bus import ChunkBus
 from storage.db import Database
+from storage.log_appender import LogAppender
+from storage.log_watch import LogWatcher
 from storage.migrate import migrate
 from storage.pg_listener import listen_forever
 
@@ -20,6 +22,8 @@ class Services:
     settings: Settings
     db: Database
     bus: ChunkBus
+    watcher: LogWatcher
+    """The one reader of the logs this process's streams follow."""
     client: Client
     eager_start: bool = False
     """True when a worker runs in this process on the same client (eager workflow start)."""
@@ -37,12 +41,15 @@ async def connect_temporal(settings: Settings) -> Client:
 async def open_services(
     settings: Settings, *, client: Client | None = None, listen: bool = True
 ) -> AsyncIterator[Services]:
-    """Migrate the store, connect, and (on PostgreSQL) listen for log appends."""
+    """Migrate the store, connect, watch followed logs, and (on PostgreSQL) listen for
+    log appends."""
     url = settings.resolved_database_url()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     await asyncio.to_thread(migrate, url)
     db = Database(url)
     bus = ChunkBus(reliable=False)
+    watcher = LogWatcher(db, bus, poll_interval=settings.poll_interval)
+    watching = asyncio.create_task(watcher.run())
     listener: asyncio.Task[None] | None = None
     try:
         if listen and not db.is_sqlite:
@@ -51,10 +58,12 @@ async def open_services(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(ready.wait(), timeout=5)
         client = client or await connect_temporal(settings)
-        yield Services(settings=settings, db=db, bus=bus, client=client)
+        yield Services(settings=settings, db=db, bus=bus, watcher=watcher, client=client)
     finally:
-        if listener is not None:
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await listener
+        for task in (listener, watching):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        await LogAppender.release(db)  # its last flush before the store closes
         await db.close()

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, text, update
+from sqlalchemy import Connection, bindparam, case, insert, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import col, select
@@ -35,6 +35,16 @@ class ProviderCursor:
     value: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class LogBatch:
+    """One writer's chunks for one log, appended with many others' by `insert_batches`."""
+
+    message_id: str
+    writer: LogWriter
+    chunks: list[Chunk]
+    cursor: ProviderCursor | None = None
+
+
 async def _locked_log(session: AsyncSession, message_id: str) -> ChunkLog:
     """The log's row, locked for this transaction (created on first use)."""
     connection = await session.connection()
@@ -53,15 +63,25 @@ async def _locked_log(session: AsyncSession, message_id: str) -> ChunkLog:
     return (await session.exec(locked)).one()
 
 
-def _admit_writer(log: ChunkLog, writer: LogWriter) -> None:
-    if log.closed:
-        raise StaleWriter(f"the log of {log.message_id} is closed")
-    newest = log.fences.get(writer.key, 0)
+def _refusal(
+    message_id: str, closed: bool, fences: dict[str, int], writer: LogWriter
+) -> StaleWriter | None:
+    """Why the log refuses the writer, if it does."""
+    if closed:
+        return StaleWriter(f"the log of {message_id} is closed")
+    newest = fences.get(writer.key, 0)
     if newest > writer.attempt:
-        raise StaleWriter(
+        return StaleWriter(
             f"attempt {writer.attempt} of {writer.key} was superseded by attempt {newest}"
         )
-    if newest < writer.attempt:
+    return None
+
+
+def _admit_writer(log: ChunkLog, writer: LogWriter) -> None:
+    refusal = _refusal(log.message_id, log.closed, log.fences, writer)
+    if refusal is not None:
+        raise refusal
+    if log.fences.get(writer.key, 0) < writer.attempt:
         log.fences = {**log.fences, writer.key: writer.attempt}
 
 
@@ -145,6 +165,162 @@ async def append_chunks(
             notify=not db.is_sqlite,
             cursor=cursor,
         )
+
+
+@dataclass
+class _LockedLog:
+    next_seq: int
+    closed: bool
+    fences: dict[str, int]
+    appended: bool = False
+    fenced: bool = False
+    """`fences` changed (a newer attempt's first write)."""
+
+
+def _lock_logs(connection: Connection, message_ids: list[str]) -> dict[str, _LockedLog]:
+    """The rows of `message_ids` (sorted) that exist, locked in that order."""
+    rows = connection.execute(
+        select(ChunkLog.message_id, ChunkLog.next_seq, ChunkLog.closed, ChunkLog.fences)
+        .where(col(ChunkLog.message_id).in_(message_ids))
+        .order_by(col(ChunkLog.message_id))
+        .with_for_update()
+    )
+    return {
+        message_id: _LockedLog(next_seq, closed, dict(fences))
+        for message_id, next_seq, closed, fences in rows.all()
+    }
+
+
+def _lock_logs_creating(connection: Connection, message_ids: list[str]) -> dict[str, _LockedLog]:
+    """Lock the rows of `message_ids` (sorted), creating the missing ones.
+
+    The existing rows are locked first and the missing ones created after, each phase in
+    message-id order, so two such transactions can never wait on each other in a cycle.
+    """
+    logs = _lock_logs(connection, message_ids)
+    missing = [message_id for message_id in message_ids if message_id not in logs]
+    if missing:
+        dialect_insert = sqlite_insert if connection.dialect.name == "sqlite" else pg_insert
+        connection.execute(
+            dialect_insert(ChunkLog).on_conflict_do_nothing(index_elements=["message_id"]),
+            [
+                {"message_id": message_id, "next_seq": 0, "closed": False, "fences": {}}
+                for message_id in missing
+            ],
+        )
+        logs.update(_lock_logs(connection, missing))
+    return logs
+
+
+def insert_batches(
+    connection: Connection, batches: list[LogBatch], *, notify: bool
+) -> list[int | StaleWriter]:
+    """Append the batches of many logs inside the caller's transaction (synchronous, so that
+    a whole transaction can run on a thread of its own: see storage/log_appender.py).
+
+    Returns, per batch in order, its last seq or the `StaleWriter` that refused it: a fenced
+    writer or a closed log refuses only its own batch, never the others in the transaction.
+    The guarantees of `insert_chunks` hold for each batch: seqs dense and unique from the log
+    row locked for the transaction, a batch's provider cursor moved with its chunks, one
+    `pg_notify` per log written to with `notify`. Batches of one log apply in list order.
+    Rows are locked submissions first (those whose cursor moves), then logs, each in id
+    order, as `finish` locks a submission before its log: no deadlock on PostgreSQL.
+    """
+    if any(not batch.chunks for batch in batches):
+        raise ValueError("insert_batches needs at least one chunk in every batch")
+    if not batches:
+        return []
+    moved = sorted({batch.cursor.submission_id for batch in batches if batch.cursor})
+    if moved:
+        connection.execute(
+            select(Submission.id)
+            .where(col(Submission.id).in_(moved))
+            .order_by(col(Submission.id))
+            .with_for_update()
+        )
+    logs = _lock_logs_creating(connection, sorted({batch.message_id for batch in batches}))
+    results: list[int | StaleWriter] = []
+    rows: list[dict[str, Any]] = []
+    cursors: list[dict[str, Any]] = []
+    created = now()
+    for batch in batches:
+        log, writer = logs[batch.message_id], batch.writer
+        refusal = _refusal(batch.message_id, log.closed, log.fences, writer)
+        if refusal is not None:
+            results.append(refusal)
+            continue
+        if log.fences.get(writer.key, 0) < writer.attempt:
+            log.fences = {**log.fences, writer.key: writer.attempt}
+            log.fenced = True
+        first = log.next_seq
+        rows.extend(
+            {
+                "message_id": batch.message_id,
+                "seq": first + i,
+                "attempt": writer.attempt,
+                "body": chunk,
+                "created_at": created,
+            }
+            for i, chunk in enumerate(batch.chunks)
+        )
+        log.next_seq = first + len(batch.chunks)
+        log.appended = True
+        if batch.cursor is not None:
+            cursors.append(
+                {"b_submission_id": batch.cursor.submission_id, "b_cursor": batch.cursor.value}
+            )
+        results.append(log.next_seq - 1)
+    if not rows:
+        return results
+    if cursors:
+        connection.execute(
+            update(Submission)
+            .where(col(Submission.id) == bindparam("b_submission_id"))
+            .values(provider_cursor=bindparam("b_cursor")),
+            cursors,
+        )
+    connection.execute(insert(ChunkRow), rows)
+    appended = {message_id: log for message_id, log in logs.items() if log.appended}
+    connection.execute(
+        update(ChunkLog)
+        .where(col(ChunkLog.message_id).in_(list(appended)))
+        .values(
+            next_seq=case(
+                {message_id: log.next_seq for message_id, log in appended.items()},
+                value=ChunkLog.message_id,
+            )
+        )
+    )
+    fenced = [
+        {"b_message_id": message_id, "b_fences": log.fences}
+        for message_id, log in appended.items()
+        if log.fenced
+    ]
+    if fenced:
+        connection.execute(
+            update(ChunkLog)
+            .where(col(ChunkLog.message_id) == bindparam("b_message_id"))
+            .values(fences=bindparam("b_fences")),
+            fenced,
+        )
+    if notify:
+        connection.execute(
+            text(
+                "SELECT pg_notify(:channel, message_id)"
+                " FROM unnest(CAST(:message_ids AS text[])) AS message_id"
+            ),
+            {"channel": CHANNEL, "message_ids": list(appended)},
+        )
+    return results
+
+
+async def append_batches(db: Database, batches: list[LogBatch]) -> list[int | StaleWriter]:
+    """Append many logs' batches in one transaction (see `insert_batches`)."""
+    if not batches:
+        return []
+    async with db.write() as session:
+        connection = await session.connection()
+        return await connection.run_sync(insert_batches, batches, notify=not db.is_sqlite)
 
 
 async def read_chunks(db: Database, *, message_id: str, after: int = -1) -> list[tuple[int, Chunk]]:

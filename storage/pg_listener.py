@@ -1,4 +1,9 @@
-"""Relay PostgreSQL NOTIFY from any worker process onto this process's bus."""
+"""Relay PostgreSQL NOTIFY from any worker process onto this process's bus.
+
+A notification's payload is the id of a log that grew, or several ids separated by spaces
+(a writer that commits appends to many logs at once may announce them in one NOTIFY; a
+payload holds at most 8000 bytes).
+"""
 
 import asyncio
 import logging
@@ -28,7 +33,8 @@ async def listen_forever(url: str, bus: ChunkBus, ready: asyncio.Event | None = 
                 if ready is not None:
                     ready.set()
                 async for notification in connection.notifies():
-                    bus.publish(notification.payload)
+                    for message_id in notification.payload.split():
+                        bus.publish(message_id)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # noqa: BLE001 - any connection failure means: poll, retry

@@ -54,11 +54,10 @@ BODY_LIMIT_FACTOR = 16
 async def _stream(services: Services, submission: Submission, cursor: Cursor | None) -> Response:
     return await stream_response(
         services.db,
-        services.bus,
+        services.watcher,
         message_id=submission.assistant_message_id,
         submission_id=submission.id,
         cursor=cursor,
-        poll_interval=services.settings.poll_interval,
     )
 
 

@@ -10,11 +10,10 @@ async def relay_events(stack: Stack, submission_id: str, *, limit: int) -> list[
     events: list[str] = []
     async for event in sse.relay(
         stack.services.db,
-        stack.services.bus,
+        stack.services.watcher,
         message_id=f"msg_{submission_id}",
         submission_id=submission_id,
         after=-1,
-        poll_interval=0.02,
     ):
         events.append(event)
         if len(events) >= limit:

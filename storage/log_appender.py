@@ -1,0 +1,220 @@
+"""One log writer per process: the pending chunks of every turn, committed together.
+
+Each turn's writer buffers its chunks (`BufferedLog`); the process's `LogAppender` commits
+the buffers of all of them in one transaction per flush. The first chunk is written at once;
+while a flush is in flight, chunks from any log accumulate for the next one. Latency stays at
+about one write, and under load a flush carries more chunks instead of the store taking more
+transactions: a hundred streaming chats cost one writer, not a hundred contending for the lock.
+
+A flush runs whole on a thread of its own with one connection of its own: one hop from the
+event loop and back per transaction. Through the async driver every statement is one or more
+hops, each waiting its turn in a loop that is busy relaying those same chats' streams.
+"""
+
+import asyncio
+import logging
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from weakref import WeakKeyDictionary
+
+from sqlalchemy import Engine
+
+from domain.ui import Chunk
+from storage.bus import ChunkBus
+from storage.chunks import LogBatch, LogWriter, ProviderCursor, StaleWriter, insert_batches
+from storage.db import Database, sync_write_engine
+
+log = logging.getLogger(__name__)
+
+MAX_CHUNKS_PER_FLUSH = 5000
+"""A bound on one transaction; the logs left over go in the next flush, in order."""
+
+
+class LogAppender:
+    """Commits the pending appends of every log of this process, one transaction per flush.
+
+    The guarantees of `storage.chunks.insert_batches` hold per batch: fencing (a stale writer's
+    batch is refused alone), dense seqs, the provider cursor moved with its chunks. Wake-ups go
+    on the bus only after the commit. A failed transaction fails every writer it carried.
+    """
+
+    _by_store: "WeakKeyDictionary[Database, LogAppender]" = WeakKeyDictionary()
+
+    def __init__(
+        self, db: Database, bus: ChunkBus, *, max_chunks: int = MAX_CHUNKS_PER_FLUSH
+    ) -> None:
+        self._db = db
+        self._bus = bus
+        self._max_chunks = max_chunks
+        self._queue: deque[BufferedLog] = deque()
+        self._task: asyncio.Task[None] | None = None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perdure-log-appender")
+        self._engine: Engine | None = None
+        """Created on the first flush, used only on `_thread`."""
+        self.flushes = 0
+        """Transactions committed so far."""
+        self.chunks_written = 0
+
+    @classmethod
+    def of(cls, db: Database, bus: ChunkBus) -> "LogAppender":
+        """The appender of this store in this process, created on first use: every turn's
+        writer shares it, so a process has one log writer however many chats stream."""
+        appender = cls._by_store.get(db)
+        if appender is None:
+            appender = cls._by_store[db] = cls(db, bus)
+        elif appender._bus is not bus:
+            raise ValueError("a store's log appender publishes on one bus")
+        return appender
+
+    @classmethod
+    async def release(cls, db: Database) -> None:
+        """Close the store's appender, if it has one (before closing the store)."""
+        appender = cls._by_store.pop(db, None)
+        if appender is not None:
+            await appender.close()
+
+    async def close(self) -> None:
+        """Wait for the flushes under way, then close the connection."""
+        while self._task is not None and not self._task.done():
+            await asyncio.wait([self._task])
+        loop = asyncio.get_running_loop()
+        if self._engine is not None:
+            await loop.run_in_executor(self._thread, self._engine.dispose)
+        self._thread.shutdown(wait=False)
+
+    def writer(self, *, message_id: str, writer: LogWriter, submission_id: str) -> "BufferedLog":
+        return BufferedLog(self, message_id=message_id, writer=writer, submission_id=submission_id)
+
+    def _schedule(self, pending: "BufferedLog") -> None:
+        self._queue.append(pending)
+        loop = asyncio.get_running_loop()
+        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
+            self._task = loop.create_task(self._run(), name="perdure-log-appender")
+
+    def _next_flush(self) -> list["BufferedLog"]:
+        taken = [self._queue.popleft()]
+        size = taken[0].pending
+        while self._queue and size + self._queue[0].pending <= self._max_chunks:
+            size += self._queue[0].pending
+            taken.append(self._queue.popleft())
+        return taken
+
+    async def _run(self) -> None:
+        while self._queue:
+            carried: list[BufferedLog] = []
+            batches: list[LogBatch] = []
+            for pending in self._next_flush():
+                batch = pending._take()
+                if batch is not None:
+                    carried.append(pending)
+                    batches.append(batch)
+            if batches:
+                await self._flush(carried, batches)
+
+    def _write(self, batches: list[LogBatch]) -> list[int | StaleWriter]:
+        """On `_thread`: the flush's transaction."""
+        if self._engine is None:
+            self._engine = sync_write_engine(self._db.url)
+        with self._engine.begin() as connection:
+            return insert_batches(connection, batches, notify=not self._db.is_sqlite)
+
+    async def _flush(self, carried: list["BufferedLog"], batches: list[LogBatch]) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+            results = await loop.run_in_executor(self._thread, self._write, batches)
+        except BaseException as error:
+            for pending in carried:
+                pending._settle(error)
+            if not isinstance(error, Exception):
+                raise
+            log.warning("a log append of %d chats failed: %r", len(carried), error)
+            return
+        self.flushes += 1
+        written: dict[str, None] = {}
+        for batch, result in zip(batches, results, strict=True):
+            if not isinstance(result, StaleWriter):
+                written[batch.message_id] = None
+                self.chunks_written += len(batch.chunks)
+        for message_id in written:
+            self._bus.publish(message_id)
+        for pending, result in zip(carried, results, strict=True):
+            pending._settle(result)
+
+
+class BufferedLog:
+    """One writer's appends to one log through the process's appender.
+
+    `add` buffers (and raises the failure of an earlier write); `flush` waits until everything
+    added so far is in the log. `last_seq` is the seq of the last chunk written.
+    """
+
+    def __init__(
+        self, appender: LogAppender, *, message_id: str, writer: LogWriter, submission_id: str
+    ) -> None:
+        self._appender = appender
+        self.message_id = message_id
+        self._writer = writer
+        self._submission_id = submission_id
+        self._buffer: list[Chunk] = []
+        self._cursor: dict[str, Any] | None = None
+        self._queued = False
+        self._in_flight = False
+        self._progress = asyncio.Event()
+        self._failure: BaseException | None = None
+        self.last_seq = -1
+
+    @property
+    def pending(self) -> int:
+        return len(self._buffer)
+
+    def add(self, chunks: list[Chunk], *, cursor: dict[str, Any] | None = None) -> None:
+        """Buffer chunks; `cursor` is where a resumable provider response stands after them,
+        and is stored in the same transaction as they are."""
+        if self._failure is not None:
+            raise self._failure
+        if cursor is not None:
+            self._cursor = cursor
+        self._buffer.extend(chunks)
+        if not self._buffer:
+            self._cursor = None  # a cursor alone moves nothing that a client could see
+            return
+        if not self._queued:
+            self._queued = True
+            self._appender._schedule(self)
+
+    async def flush(self) -> None:
+        """Wait until everything added so far is in the log; raise if a write failed."""
+        while True:
+            if self._failure is not None:
+                raise self._failure
+            if not self._queued and not self._in_flight:
+                return
+            progress = self._progress
+            await progress.wait()
+
+    def _take(self) -> LogBatch | None:
+        """The buffer, for the flush about to start (None once a write has failed)."""
+        self._queued = False
+        if self._failure is not None or not self._buffer:
+            self._buffer, self._cursor = [], None
+            self._wake()
+            return None
+        cursor = ProviderCursor(self._submission_id, self._cursor) if self._cursor else None
+        batch = LogBatch(self.message_id, self._writer, self._buffer, cursor)
+        self._buffer, self._cursor = [], None
+        self._in_flight = True
+        return batch
+
+    def _settle(self, result: int | BaseException) -> None:
+        self._in_flight = False
+        if isinstance(result, BaseException):
+            self._failure = result
+            self._buffer, self._cursor = [], None  # nothing after a failed write is written
+        else:
+            self.last_seq = result
+        self._wake()
+
+    def _wake(self) -> None:
+        self._progress.set()
+        self._progress = asyncio.Event()
