@@ -24,7 +24,9 @@ TEMPORAL_TIMEOUT_SECONDS = 15.0
 started at once queue at a live server: the health probe gives up on a dead server within a
 second, so this deadline only bounds a live one that is very slow."""
 PROBE_AFTER_SECONDS = 0.25
-PROBE_TIMEOUT = timedelta(seconds=1)
+PROBE_TIMEOUT = timedelta(seconds=5)
+"""A dead server fails the probe at once (connection refused); a live one busy with hundreds of
+starts may take seconds to answer it, and must not be mistaken for a dead one."""
 
 
 def _unreachable() -> ApiError:

@@ -78,7 +78,10 @@ class Database:
                 pool_size=10,
                 max_overflow=20,
                 pool_pre_ping=True,
-                pool_timeout=5,
+                # Waiting for a pooled connection is load, not an outage: hundreds of requests at
+                # once may queue for a while. A dead server is still found fast by the connect
+                # (refused at once, or bounded to 5 s) and the pre-ping.
+                pool_timeout=30,
                 connect_args={"connect_timeout": 5},
             )
             self._read_engine = self._write_engine
