@@ -8,9 +8,8 @@ thread. The bench wraps the functions a turn passes through (it changes no produ
 records, per turn, the moment each stage is reached, then prints the p50/p95 of each stage's
 share:
 
-    POST sent → intake committed → workflow started (eager?) → model step entered → log
-    claimed → provider request sent → provider's first delta → first delta in the log →
-    first delta at the client
+    POST sent → intake committed → workflow started (eager?) → model step entered →
+    provider request sent → provider's first delta → first delta at the client
 """
 
 import argparse
@@ -26,10 +25,8 @@ from typing import Any
 import httpx
 import uvicorn
 
-import activities.chunk_writer as chunk_writer_module
 import activities.model_step as model_step_module
 import gateway.routes.chat as chat_routes
-import storage.chunks as chunks_module
 from domain.names import turn_workflow_id
 from gateway.app import create_app
 from perdure.agents_registry import load_agents
@@ -44,10 +41,8 @@ STAGES = [
     "intake committed",
     "workflow started",
     "model step entered",
-    "log claimed",
     "provider request sent",
     "provider first delta",
-    "first delta logged",
     "first delta at client",
 ]
 marks: dict[str, dict[str, float]] = defaultdict(dict)
@@ -98,20 +93,6 @@ def instrument() -> None:
         "get_submission",
         before=lambda db, submission_id: _mark(submission_id, "model step entered"),
     )
-    _wrap_async(
-        model_step_module,
-        "claim_log",
-        after=lambda result, db, *, message_id, writer: _mark(message_id, "log claimed"),
-    )
-    original_append = chunks_module.append_chunks
-
-    async def append(db: Any, *, message_id: str, chunks: list[dict[str, Any]], **kw: Any) -> int:
-        seq = await original_append(db, message_id=message_id, chunks=chunks, **kw)
-        if any(c.get("type") == "text-delta" for c in chunks):
-            _mark(message_id, "first delta logged")
-        return seq
-
-    chunk_writer_module.append_chunks = append  # type: ignore[assignment]
 
 
 def percentile(values: list[float], q: float) -> float:

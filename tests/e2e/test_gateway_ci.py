@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tests.databases
-from tests.databases import database_url
+from tests.databases import database_url, skip_or_fail
 from tests.e2e import test_ai_sdk_client
 from tests.stack import free_port
 
@@ -80,7 +80,7 @@ def make_node_install(ci: str | None, tmp_path: Path) -> subprocess.CompletedPro
     """The Makefile's node install step, on a PATH without npm or node."""
     make = shutil.which("make")
     if make is None:
-        pytest.skip("make is not installed")
+        skip_or_fail("make is not installed")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "tr").symlink_to(shutil.which("tr") or "/usr/bin/tr")
