@@ -29,9 +29,12 @@ async def heartbeating() -> AsyncIterator[None]:
     responses) reaches the activity promptly."""
 
     async def beat() -> None:
+        # Not at once: the activity's start already told Temporal it is alive (a stop that
+        # lands meanwhile arrives with the first beat, within HEARTBEAT_EVERY). One RPC fewer
+        # per activity, and a finish or a short step sends none.
         while True:
-            activity.heartbeat()
             await asyncio.sleep(HEARTBEAT_EVERY)
+            activity.heartbeat()
 
     task = asyncio.create_task(beat())
     try:

@@ -5,7 +5,7 @@ import logging
 from temporalio import activity
 from temporalio.client import Client
 
-from activities._support import current_writer, heartbeating, run_hook
+from activities._support import current_writer, run_hook
 from activities.events import emit
 from domain.names import ADMIT_SIGNAL, FINISH_TURN_ACTIVITY
 from domain.payloads import FinishTurnInput
@@ -112,12 +112,13 @@ class TurnFinisher:
 
 
 class FinishTurnActivity:
-    """`perdure.finish_turn`: the workflow's last activity, retried until it succeeds."""
+    """`perdure.finish_turn`: the workflow's last activity (a local one), retried until it
+    succeeds. It does not heartbeat: a local activity has no heartbeat timeout, and the
+    workflow shields it from a stop."""
 
     def __init__(self, finisher: TurnFinisher) -> None:
         self._finisher = finisher
 
     @activity.defn(name=FINISH_TURN_ACTIVITY)
     async def finish_turn(self, turn: FinishTurnInput) -> None:
-        async with heartbeating():
-            await self._finisher.finish(turn, writer=current_writer())
+        await self._finisher.finish(turn, writer=current_writer())

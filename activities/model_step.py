@@ -190,7 +190,7 @@ class ModelStepActivity:
             model=model.split(":", 1)[-1],
             system=system,
             conversation=to_conversation(history),
-            tools=[definition.spec() for definition in tools.values()],
+            tools=[definition.spec for definition in tools.values()],
             prefill=None if resume else state.prefill,
             resume=resume,
             max_output_tokens=agent.max_output_tokens,

@@ -1,5 +1,6 @@
 """`@tool`: turn an agent method into a model tool with pydantic-validated arguments."""
 
+import functools
 import inspect
 import json
 from collections.abc import Awaitable, Callable
@@ -42,7 +43,9 @@ class ToolDefinition:
     context_parameter: str | None = None
     """The name of the parameter that receives the `ToolContext`, if the tool asks for one."""
 
+    @functools.cached_property
     def spec(self) -> ToolSpec:
+        """Built once per tool: a JSON schema costs milliseconds, and every model step sends it."""
         schema = self.arguments.model_json_schema()
         schema.pop("title", None)
         return ToolSpec(name=self.name, description=self.description, parameters=schema)

@@ -22,18 +22,19 @@ Both are exact. The real OpenAI API refuses either with HTTP 400 (`Unrecognized 
 supplied: continue_final_message`), so they are never sent by default.
 """
 
-from collections.abc import AsyncGenerator, AsyncIterator
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
+import httpx2
+import openai
 from openai import omit
 from openai.types.chat import (
     ChatCompletionAssistantMessageParam,
     ChatCompletionFunctionToolParam,
     ChatCompletionMessageParam,
 )
-from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
-from openai.types.completion_usage import CompletionUsage
 
 from activities.providers.base import ModelRequest, ProviderError
 from activities.providers.clients import openai_client
@@ -44,6 +45,7 @@ from activities.providers.common import (
     translate_errors,
 )
 from activities.providers.continuation import CONTINUE_INSTRUCTION, INSTRUCTION, Continuation
+from activities.providers.sse import event_data
 from domain.conversation import AssistantItem, UserItem
 from domain.overlap import OverlapTrimmer
 from domain.provider_events import (
@@ -144,18 +146,19 @@ class _PendingCall:
 
 
 class ToolCallAccumulator:
-    """Turns Chat Completions tool-call fragments (keyed by index) into start/delta/end events."""
+    """Turns Chat Completions tool-call fragments (`delta.tool_calls[]`, keyed by index) into
+    start/delta/end events."""
 
     def __init__(self) -> None:
         self._calls: dict[int, _PendingCall] = {}
 
-    def feed(self, fragment: ChoiceDeltaToolCall) -> list[ProviderEvent]:
-        call = self._calls.setdefault(fragment.index, _PendingCall())
-        call.id = call.id or (fragment.id or "")
-        function = fragment.function
-        if function is not None and function.name and not call.started:
-            call.name += function.name
-        piece = function.arguments if function is not None and function.arguments else ""
+    def feed(self, fragment: Mapping[str, Any]) -> list[ProviderEvent]:
+        call = self._calls.setdefault(int(fragment.get("index") or 0), _PendingCall())
+        call.id = call.id or (fragment.get("id") or "")
+        function = fragment.get("function") or {}
+        if function.get("name") and not call.started:
+            call.name += function["name"]
+        piece: str = function.get("arguments") or ""
         if piece:
             call.arguments.append(piece)
         events: list[ProviderEvent] = []
@@ -183,12 +186,32 @@ class ToolCallAccumulator:
         return events
 
 
-def _finish(reason: str, usage: CompletionUsage | None) -> Finish:
+def _finish(reason: str, usage: Mapping[str, Any] | None) -> Finish:
     return Finish(
         reason=_FINISH.get(reason, "other"),
-        input_tokens=usage.prompt_tokens if usage else None,
-        output_tokens=usage.completion_tokens if usage else None,
+        input_tokens=usage.get("prompt_tokens") if usage else None,
+        output_tokens=usage.get("completion_tokens") if usage else None,
     )
+
+
+async def chat_chunks(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
+    """The stream's `chat.completion.chunk` objects as plain dicts, up to `[DONE]`; an `error`
+    object in the stream raises `APIError`, as the SDK's own stream does."""
+    async for data in event_data(response):
+        if data.startswith("[DONE]"):
+            return
+        chunk = json.loads(data)
+        if isinstance(chunk, dict) and chunk.get("error"):
+            error = chunk["error"]
+            message = error.get("message") if isinstance(error, dict) else None
+            raise openai.APIError(
+                message=message
+                if isinstance(message, str) and message
+                else "An error occurred during streaming",
+                request=response.request,
+                body=error,
+            )
+        yield chunk
 
 
 class OpenAIChatProvider:
@@ -219,7 +242,9 @@ class OpenAIChatProvider:
         client = openai_client()
         tools = chat_tools(request)
         continuing = bool(request.prefill)
-        stream = await client.chat.completions.create(
+        # The raw stream, parsed here: the SDK's stream builds a model object per chunk.
+        # Status errors are raised by the SDK as usual, before the body is read.
+        opened = client.chat.completions.with_streaming_response.create(
             model=request.model or self.model,
             messages=chat_messages(request, self.mode),
             tools=tools or omit,
@@ -232,20 +257,23 @@ class OpenAIChatProvider:
         trim = OverlapTrimmer(request.prefill or "" if by_instruction else "")
         calls = ToolCallAccumulator()
         reason: str | None = None
-        usage: CompletionUsage | None = None
-        async with stream:
-            async for chunk in stream:
-                usage = chunk.usage or usage
-                for choice in chunk.choices:
-                    text = trim(choice.delta.content) if choice.delta.content else ""
+        usage: dict[str, Any] | None = None
+        async with opened as response:
+            async for chunk in chat_chunks(response.http_response):
+                usage = chunk.get("usage") or usage
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    content = delta.get("content")
+                    text = trim(content) if content else ""
                     if text:
                         yield TextDelta(text=text)
-                    if choice.delta.tool_calls and (held := trim.flush()):
+                    fragments = delta.get("tool_calls") or []
+                    if fragments and (held := trim.flush()):
                         yield TextDelta(text=held)
-                    for fragment in choice.delta.tool_calls or []:
+                    for fragment in fragments:
                         for event in calls.feed(fragment):
                             yield event
-                    reason = choice.finish_reason or reason
+                    reason = choice.get("finish_reason") or reason
         if reason is None:
             raise ProviderError(
                 f"{self.label}: the stream ended without a finish reason", retryable=True

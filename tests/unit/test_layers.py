@@ -30,7 +30,7 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 
-def _imported_packages(path: Path) -> set[str]:
+def _top_level_imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -38,7 +38,11 @@ def _imported_packages(path: Path) -> set[str]:
             found.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module.split(".")[0])
-    return found & PACKAGES
+    return found
+
+
+def _imported_packages(path: Path) -> set[str]:
+    return _top_level_imports(path) & PACKAGES
 
 
 def _violations(package: str) -> list[str]:
@@ -63,5 +67,32 @@ def test_the_gateway_never_loads_the_worker_assembly() -> None:
         str(path.relative_to(ROOT))
         for path in (ROOT / "gateway").rglob("*.py")
         if "runtime.worker" in path.read_text()
+    ]
+    assert offenders == []
+
+
+DETERMINISTIC_IMPORTS = {
+    "asyncio",
+    "contextlib",
+    "dataclasses",
+    "datetime",
+    "json",
+    "pydantic",
+    "re",
+    "temporalio",
+    "typing",
+    "domain",
+    "workflows",
+}
+"""What workflow code (and the domain it runs) may import: no clock, randomness, threads or
+I/O. The turn workflow runs outside Temporal's sandbox, so this list is its guard."""
+
+
+@pytest.mark.parametrize("package", ["workflows", "domain"])
+def test_workflow_code_imports_nothing_that_reads_clocks_or_does_io(package: str) -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for name in sorted(_top_level_imports(path) - DETERMINISTIC_IMPORTS)
     ]
     assert offenders == []

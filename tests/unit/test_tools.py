@@ -32,7 +32,7 @@ class Shop(Agent):
 
 
 def test_a_tool_schema_comes_from_the_signature() -> None:
-    spec = Shop().tools()["add"].spec()
+    spec = Shop().tools()["add"].spec
 
     assert spec.description == "Add two numbers."
     assert spec.parameters["properties"]["a"]["type"] == "integer"
@@ -92,7 +92,7 @@ async def test_a_tool_that_asks_for_the_context_gets_the_tenant_and_session() ->
 
 
 def test_the_tool_context_is_not_an_argument_the_model_sees() -> None:
-    spec = Shop().tools()["my_orders"].spec()
+    spec = Shop().tools()["my_orders"].spec
 
     assert set(spec.parameters["properties"]) == {"status"}
 
