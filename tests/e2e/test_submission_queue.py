@@ -1,6 +1,7 @@
 """A session's FIFO queue is ordered by the store, not by a gateway's clock; a follow-up that a
 recovery-boot plan drops ends `skipped` in the plan's own transaction."""
 
+import asyncio
 import uuid
 
 import pytest
@@ -79,3 +80,19 @@ async def test_a_recovery_plan_can_reorder_the_queue(store: Database) -> None:
     )
 
     assert [s.id for s in await queued_after(store, session_id=session)] == [newer.id, older.id]
+
+
+async def test_first_messages_racing_to_create_a_session_are_all_kept_in_one_queue(
+    store: Database,
+) -> None:
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    texts = [f"racer {n}" for n in range(4)]
+
+    recorded = await asyncio.gather(*(submit_text(store, session, text) for text in texts))
+
+    assert sorted(s.status for s in recorded) == ["pending", "pending", "pending", "running"]
+    assert len({s.queue_seq for s in recorded}) == len(texts)
+    running = next(s for s in recorded if s.status == "running")
+    assert {s.id for s in await queued_after(store, session_id=session)} == {
+        s.id for s in recorded if s is not running
+    }
