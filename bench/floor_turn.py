@@ -17,8 +17,15 @@ QUEUE = "temporal-floor"
 
 
 @activity.defn(name="floor_step")
-async def floor_step() -> float:
-    return time.monotonic()
+async def floor_step(stream_seconds: float) -> float:
+    """Stamps its start; then, like a streaming model step, heartbeats every second (from 1 s
+    in, as Perdure's do) for `stream_seconds`."""
+    started = time.monotonic()
+    while time.monotonic() - started + 1.0 <= stream_seconds:
+        await asyncio.sleep(1.0)
+        activity.heartbeat()
+    await asyncio.sleep(max(0.0, stream_seconds - (time.monotonic() - started)))
+    return started
 
 
 @activity.defn(name="floor_finish")
@@ -29,9 +36,10 @@ async def floor_finish() -> None:
 @workflow.defn(name="FloorTurn")
 class FloorTurn:
     @workflow.run
-    async def run(self, local_finish: bool) -> float:
+    async def run(self, local_finish: bool, stream_seconds: float) -> float:
         started = await workflow.execute_activity(
             floor_step,
+            stream_seconds,
             start_to_close_timeout=timedelta(minutes=1),
             heartbeat_timeout=timedelta(seconds=5),
         )

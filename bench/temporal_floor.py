@@ -30,11 +30,16 @@ from runtime.temporal_dev import DevServerConfig, dev_server
 from tests.stack import free_port
 
 
-async def burst(client: Client, chats: int, local_finish: bool) -> tuple[list[float], list[float]]:
+async def burst(
+    client: Client, chats: int, local_finish: bool, stream_seconds: float
+) -> tuple[list[float], list[float]]:
     async def one() -> tuple[float, float]:
         posted = time.monotonic()
         handle = await client.start_workflow(
-            FloorTurn.run, local_finish, id=f"floor-{uuid.uuid4().hex}", task_queue=QUEUE
+            FloorTurn.run,
+            args=[local_finish, stream_seconds],
+            id=f"floor-{uuid.uuid4().hex}",
+            task_queue=QUEUE,
         )
         started: float = await handle.result()
         return (started - posted) * 1000, (time.monotonic() - posted) * 1000
@@ -50,6 +55,12 @@ async def main() -> None:
     parser.add_argument("--unsandboxed", action="store_true", help="workflows outside the sandbox")
     parser.add_argument(
         "--local-finish", action="store_true", help="the finish as a local activity"
+    )
+    parser.add_argument(
+        "--stream-seconds",
+        type=float,
+        default=0.0,
+        help="how long the step lasts, heartbeating every second like a streaming model step",
     )
     parser.add_argument(
         "--dynamic",
@@ -91,7 +102,7 @@ async def main() -> None:
             )
             try:
                 client = await Client.connect(address)
-                await burst(client, 1, args.local_finish)  # the worker polls and imports
+                await burst(client, 1, args.local_finish, 0.0)  # the worker polls and imports
                 print(
                     "| turns at once | start → activity running p50 / p95 (ms) "
                     "| start → completed p50 / p95 (ms) | CPU-s server / worker / client |"
@@ -101,7 +112,9 @@ async def main() -> None:
                     for _ in range(args.runs):
                         meter = CpuMeter({"server": server.pid, "worker": worker.pid})
                         meter.start()
-                        first, done = await burst(client, chats, args.local_finish)
+                        first, done = await burst(
+                            client, chats, args.local_finish, args.stream_seconds
+                        )
                         meter.stop()
                         cpu = meter.spent
                         print(

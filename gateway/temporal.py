@@ -9,9 +9,11 @@ drops its pending retries, and the client gets a 503 with `Retry-After`.
 """
 
 import asyncio
+import time
 from collections.abc import Awaitable
 from datetime import timedelta
 from typing import TypeVar
+from weakref import WeakKeyDictionary
 
 from temporalio.client import Client
 
@@ -35,26 +37,64 @@ def _unreachable() -> ApiError:
     )
 
 
+PROBE_FRESH_SECONDS = 1.0
+"""A passed probe vouches for the server this long: slow calls of a burst share it."""
+
+
+class _SharedProbe:
+    """One health probe at a time per client. A burst of hundreds of slow starts would
+    otherwise send hundreds of probes to a server that is slow because it is busy."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._running: asyncio.Future[bool] | None = None
+        self._passed_at = float("-inf")
+
+    async def healthy(self) -> bool:
+        if time.monotonic() - self._passed_at < PROBE_FRESH_SECONDS:
+            return True
+        if self._running is None or self._running.done():
+            self._running = asyncio.ensure_future(self._probe())
+        # Shielded: a caller whose own call finished must not cancel the others' probe.
+        return await asyncio.shield(self._running)
+
+    async def _probe(self) -> bool:
+        try:
+            healthy = await self._client.service_client.check_health(timeout=PROBE_TIMEOUT)
+        except Exception:  # noqa: BLE001 - any failure of the probe means unreachable
+            healthy = False
+        if healthy:
+            self._passed_at = time.monotonic()
+        return healthy
+
+
+_probes: WeakKeyDictionary[Client, _SharedProbe] = WeakKeyDictionary()
+
+
 async def _healthy(client: Client) -> bool:
-    try:
-        return await client.service_client.check_health(timeout=PROBE_TIMEOUT)
-    except Exception:  # noqa: BLE001 - any failure of the probe means unreachable
-        return False
+    probe = _probes.get(client)
+    if probe is None:
+        probe = _probes[client] = _SharedProbe(client)
+    return await probe.healthy()
 
 
 async def temporal_call(call: Awaitable[T], *, within: float, client: Client | None = None) -> T:
     """`call`, or an `ApiError(503)` when Temporal is unreachable or does not answer in time.
 
     With `client`, a call still running after `PROBE_AFTER_SECONDS` is given up at once if
-    the server does not pass a health check.
+    the server does not pass a health check, checked again every `PROBE_FRESH_SECONDS`.
     """
     task = asyncio.ensure_future(call)
     try:
         async with asyncio.timeout(within):
             if client is not None:
-                done, _ = await asyncio.wait({task}, timeout=PROBE_AFTER_SECONDS)
-                if not done and not await _healthy(client):
-                    raise _unreachable()
+                # Re-checked while the call runs, so a server that dies meanwhile is noticed
+                # within about a second; the probes are shared, one per second at most.
+                wait = PROBE_AFTER_SECONDS
+                while not (await asyncio.wait({task}, timeout=wait))[0]:
+                    if not await _healthy(client):
+                        raise _unreachable()
+                    wait = PROBE_FRESH_SECONDS
             return await task
     except TimeoutError:
         raise unavailable(
