@@ -25,7 +25,8 @@ async def floor_step(stream_seconds: float) -> float:
         await asyncio.sleep(1.0)
         activity.heartbeat()
     await asyncio.sleep(max(0.0, stream_seconds - (time.monotonic() - started)))
-    return started
+    # A retried attempt (its heartbeats reached Temporal too late) reports a negative stamp.
+    return started if activity.info().attempt == 1 else -started
 
 
 @activity.defn(name="floor_finish")

@@ -35,6 +35,7 @@ same instant; every answer is `@count 30 @delay 50`: 30 tokens at 20 tokens/s. P
 
 import argparse
 import asyncio
+import shutil
 import subprocess
 import time
 import uuid
@@ -134,69 +135,89 @@ class LoadRun:
         ]
 
 
-async def one_run(store: str, chats: int, count: int, delay_ms: int, timeout: float) -> LoadRun:
+async def one_run(
+    store: str, chats: int, count: int, delay_ms: int, timeout: float, keep_logs: Path | None
+) -> LoadRun:
     result = LoadRun(store=store, chats=chats)
     label = f"{store}, {chats} chats"
     with TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        with RemoteFakeProvider(workdir) as fake, database_url(store, workdir) as url:
-            async with running_cluster(workdir, fake, url) as cluster:
-                async with cluster.temporal() as temporal:
-                    worker = cluster.worker()
-                    gateway_url = await cluster.gateway()
-                    await cluster.wait_polling(worker)
-                    pids = {
-                        "worker": worker.pid,
-                        "gateway": cluster.last_gateway.pid,
-                        "fake provider": fake.pid,
-                    }
-                    if isinstance(temporal, subprocess.Popen):
-                        pids["temporal"] = temporal.pid
-                    meter = CpuMeter(pids)
-                    warm_up = CountingTurn(f"warm-up-{uuid.uuid4().hex[:6]}", count, delay_ms)
-                    tag = f"load-{uuid.uuid4().hex[:6]}-"
-                    turns = [CountingTurn(f"{tag}{n}", count, delay_ms) for n in range(chats)]
-                    limits = httpx.Limits(max_connections=chats + 10)
-                    http_timeout = httpx.Timeout(timeout, connect=30)
-                    async with httpx.AsyncClient(
-                        base_url=gateway_url, timeout=http_timeout, limits=limits
-                    ) as http:
-                        await warm_up.run(http, timeout)  # the first turn's imports
-                        print(f"{label}: cluster up, starting the chats", flush=True)
-                        meter.start()
-                        started = time.monotonic()
-                        finished: list[CountingTurn] = []
-
-                        async def tracked(turn: CountingTurn) -> None:
-                            await turn.run(http, timeout)
-                            finished.append(turn)
-
-                        reporter = asyncio.create_task(
-                            progress(label, turns, finished, pids, started)
-                        )
-                        try:
-                            await asyncio.gather(*(tracked(turn) for turn in turns))
-                        finally:
-                            reporter.cancel()
-                        result.wall = time.monotonic() - started
-                        meter.stop()
-                        result.peak_mb = peak_memory(pids)
-                        observation = await fake.observe(contains=tag)
-                        judging = asyncio.Semaphore(20)
-                        exact: list[CountingTurn] = []
-
-                        async def judged(turn: CountingTurn) -> None:
-                            async with judging:
-                                if await judge(http, turn, result):
-                                    exact.append(turn)
-
-                        await asyncio.gather(*(judged(turn) for turn in turns))
-                    result.cpu = meter.summary(result.wall)
-                    rows = await asyncio.to_thread(
-                        chunk_row_times, url, [m for t in exact if (m := message_id(t))]
-                    )
-                    measure(result, turns, exact, observation, rows)
+        try:
+            await _measured_run(result, label, workdir, store, chats, count, delay_ms, timeout)
+        finally:
+            if keep_logs is not None:
+                kept = keep_logs / f"{store}-{chats}"
+                kept.mkdir(parents=True, exist_ok=True)
+                for log in workdir.glob("*.log"):
+                    shutil.copy(log, kept / log.name)
     return result
+
+
+async def _measured_run(
+    result: LoadRun,
+    label: str,
+    workdir: Path,
+    store: str,
+    chats: int,
+    count: int,
+    delay_ms: int,
+    timeout: float,
+) -> None:
+    with RemoteFakeProvider(workdir) as fake, database_url(store, workdir) as url:
+        async with running_cluster(workdir, fake, url) as cluster:
+            async with cluster.temporal() as temporal:
+                worker = cluster.worker()
+                gateway_url = await cluster.gateway()
+                await cluster.wait_polling(worker)
+                pids = {
+                    "worker": worker.pid,
+                    "gateway": cluster.last_gateway.pid,
+                    "fake provider": fake.pid,
+                }
+                if isinstance(temporal, subprocess.Popen):
+                    pids["temporal"] = temporal.pid
+                meter = CpuMeter(pids)
+                warm_up = CountingTurn(f"warm-up-{uuid.uuid4().hex[:6]}", count, delay_ms)
+                tag = f"load-{uuid.uuid4().hex[:6]}-"
+                turns = [CountingTurn(f"{tag}{n}", count, delay_ms) for n in range(chats)]
+                limits = httpx.Limits(max_connections=chats + 10)
+                http_timeout = httpx.Timeout(timeout, connect=30)
+                async with httpx.AsyncClient(
+                    base_url=gateway_url, timeout=http_timeout, limits=limits
+                ) as http:
+                    await warm_up.run(http, timeout)  # the first turn's imports
+                    print(f"{label}: cluster up, starting the chats", flush=True)
+                    meter.start()
+                    started = time.monotonic()
+                    finished: list[CountingTurn] = []
+
+                    async def tracked(turn: CountingTurn) -> None:
+                        await turn.run(http, timeout)
+                        finished.append(turn)
+
+                    reporter = asyncio.create_task(progress(label, turns, finished, pids, started))
+                    try:
+                        await asyncio.gather(*(tracked(turn) for turn in turns))
+                    finally:
+                        reporter.cancel()
+                    result.wall = time.monotonic() - started
+                    meter.stop()
+                    result.peak_mb = peak_memory(pids)
+                    observation = await fake.observe(contains=tag)
+                    judging = asyncio.Semaphore(20)
+                    exact: list[CountingTurn] = []
+
+                    async def judged(turn: CountingTurn) -> None:
+                        async with judging:
+                            if await judge(http, turn, result):
+                                exact.append(turn)
+
+                    await asyncio.gather(*(judged(turn) for turn in turns))
+                result.cpu = meter.summary(result.wall)
+                rows = await asyncio.to_thread(
+                    chunk_row_times, url, [m for t in exact if (m := message_id(t))]
+                )
+                measure(result, turns, exact, observation, rows)
 
 
 async def progress(
@@ -405,6 +426,11 @@ async def main() -> None:
     parser.add_argument(
         "--timeout", type=float, default=CHAT_TIMEOUT, help="seconds a chat may take at most"
     )
+    parser.add_argument(
+        "--keep-logs",
+        type=Path,
+        help="copy the worker's and gateway's logs of each run here (<store>-<chats>/)",
+    )
     args = parser.parse_args()
     counts = [int(n) for n in args.chats.split(",") if n.strip()]
     stores = ["sqlite", "postgres"] if args.store == "both" else [args.store]
@@ -416,7 +442,9 @@ async def main() -> None:
     runs: list[LoadRun] = []
     for store in stores:
         for chats in counts:
-            run = await one_run(store, chats, args.count, args.delay_ms, args.timeout)
+            run = await one_run(
+                store, chats, args.count, args.delay_ms, args.timeout, args.keep_logs
+            )
             runs.append(run)
             print(
                 f"{store}, {chats} chats: {run.exact} exact, {run.corrupted} corrupted, "

@@ -32,7 +32,7 @@ from tests.stack import free_port
 
 async def burst(
     client: Client, chats: int, local_finish: bool, stream_seconds: float
-) -> tuple[list[float], list[float]]:
+) -> tuple[list[float], list[float], int]:
     async def one() -> tuple[float, float]:
         posted = time.monotonic()
         handle = await client.start_workflow(
@@ -42,10 +42,13 @@ async def burst(
             task_queue=QUEUE,
         )
         started: float = await handle.result()
-        return (started - posted) * 1000, (time.monotonic() - posted) * 1000
+        if started < 0:
+            retried.append(handle.id)
+        return (abs(started) - posted) * 1000, (time.monotonic() - posted) * 1000
 
+    retried: list[str] = []
     results = await asyncio.gather(*(one() for _ in range(chats)))
-    return [first for first, _ in results], [done for _, done in results]
+    return [first for first, _ in results], [done for _, done in results], len(retried)
 
 
 async def main() -> None:
@@ -105,20 +108,20 @@ async def main() -> None:
                 await burst(client, 1, args.local_finish, 0.0)  # the worker polls and imports
                 print(
                     "| turns at once | start → activity running p50 / p95 (ms) "
-                    "| start → completed p50 / p95 (ms) | CPU-s server / worker / client |"
+                    "| start → completed p50 / p95 (ms) | steps retried | CPU-s server / worker / client |"
                 )
-                print("|---|---|---|---|")
+                print("|---|---|---|---|---|")
                 for chats in [int(n) for n in args.chats.split(",")]:
                     for _ in range(args.runs):
                         meter = CpuMeter({"server": server.pid, "worker": worker.pid})
                         meter.start()
-                        first, done = await burst(
+                        first, done, retried = await burst(
                             client, chats, args.local_finish, args.stream_seconds
                         )
                         meter.stop()
                         cpu = meter.spent
                         print(
-                            f"| {chats} | {p50_p95(first, 1)} | {p50_p95(done, 1)} "
+                            f"| {chats} | {p50_p95(first, 1)} | {p50_p95(done, 1)} | {retried} "
                             f"| {cpu['server']:.2f} / {cpu['worker']:.2f} / "
                             f"{cpu['load generator (this process)']:.2f} |",
                             flush=True,

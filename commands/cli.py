@@ -15,6 +15,7 @@ from temporalio.worker import Worker
 
 from gateway.app import create_app
 from perdure.agents_registry import load_agents
+from runtime.loop_lag import watching_loop_lag
 from runtime.schedules import ensure_reconciler_schedule
 from runtime.services import Services, open_services
 from runtime.settings import Settings
@@ -112,7 +113,11 @@ def _working(worker: Worker, tracker: "ActivityTracker", grace: float) -> _Servi
             tracker.handed_over,
         )
 
-    return _Service(run=worker.run, stop=stop)
+    async def run() -> None:
+        async with watching_loop_lag():
+            await worker.run()
+
+    return _Service(run=run, stop=stop)
 
 
 async def _dev(settings: Settings) -> None:

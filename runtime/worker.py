@@ -40,6 +40,7 @@ class ActivityTracker(Interceptor):
     def __init__(self) -> None:
         self.running = 0
         self.handed_over = 0
+        self.timed_out = 0
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         return _Tracked(next, self)
@@ -56,7 +57,21 @@ class _Tracked(ActivityInboundInterceptor):
             return await self.next.execute_activity(input)
         except asyncio.CancelledError:
             details = activity.cancellation_details()
-            if details is not None and details.worker_shutdown:
+            if details is not None and (details.timed_out or details.not_found):
+                # Temporal gave up on this attempt (its heartbeats arrived too late) and has
+                # already scheduled the next one, which continues the answer.
+                self._tracker.timed_out += 1
+                info = activity.info()
+                log.warning(
+                    "%s of %s (attempt %d) %s at Temporal (heartbeat timeout %s); the next "
+                    "attempt takes over",
+                    info.activity_type,
+                    info.workflow_id,
+                    info.attempt,
+                    "timed out" if details.timed_out else "was no longer known",
+                    info.heartbeat_timeout,
+                )
+            elif details is not None and details.worker_shutdown:
                 self._tracker.handed_over += 1
                 info = activity.info()
                 log.warning(
