@@ -27,6 +27,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
+def command_cpu_seconds(command: str) -> float:
+    """User + system CPU time of every live process whose command name is `command` (e.g. all
+    of a PostgreSQL server's backends), summed."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            text = stat.read_text()
+            if text[text.index("(") + 1 : text.rindex(")")] == command:
+                fields = text.rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / _TICKS
+    return total
+
+
 def own_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -61,8 +74,10 @@ def own_peak_rss_mb() -> float:
 class CpuMeter:
     """CPU seconds each named process spent between `start()` and `stop()`."""
 
-    def __init__(self, pids: dict[str, int]) -> None:
+    def __init__(self, pids: dict[str, int], commands: dict[str, str] | None = None) -> None:
         self.pids = pids
+        self.commands = commands or {}
+        """Named groups of processes by command name (`command_cpu_seconds`)."""
         self._before: dict[str, float] = {}
         self.spent: dict[str, float] = {}
 
@@ -71,6 +86,8 @@ class CpuMeter:
         for name, pid in self.pids.items():
             with contextlib.suppress(OSError):
                 now[name] = cpu_seconds(pid)
+        for name, command in self.commands.items():
+            now[name] = command_cpu_seconds(command)
         return now
 
     def start(self) -> None:

@@ -31,6 +31,8 @@ same instant; every answer is `@count 30 @delay 50`: 30 tokens at 20 tokens/s. P
   request arriving → its last delta written), and the difference, p50/p95;
 - peak memory (`VmHWM`, the kernel's high-water mark of resident memory) of the gateway and
   the worker, each a fresh process for the run.
+- CPU seconds of every process over the run, the PostgreSQL server's (all its processes,
+  which share the machine) included on that store.
 """
 
 import argparse
@@ -176,7 +178,8 @@ async def _measured_run(
                 }
                 if isinstance(temporal, subprocess.Popen):
                     pids["temporal"] = temporal.pid
-                meter = CpuMeter(pids)
+                # The PostgreSQL server shares the machine: its CPU is part of the picture.
+                meter = CpuMeter(pids, {"PostgreSQL": "postgres"} if store == "postgres" else None)
                 warm_up = CountingTurn(f"warm-up-{uuid.uuid4().hex[:6]}", count, delay_ms)
                 tag = f"load-{uuid.uuid4().hex[:6]}-"
                 turns = [CountingTurn(f"{tag}{n}", count, delay_ms) for n in range(chats)]

@@ -1,14 +1,19 @@
 """Temporal's own floor for a burst of turns: the shape of a turn with nothing of Perdure in it.
 
-    .venv/bin/python -m bench.temporal_floor [--chats 1,150] [--runs 3]
+    .venv/bin/python -m bench.temporal_floor [--chats 1,150] [--runs 3] [--local-finish]
+        [--stream-seconds S] [--unsandboxed] [--dynamic KEY=JSON ...] [--pragma NAME=VALUE ...]
 
-A Temporal dev server as Perdure's dev arrangement starts it, a worker in a process of its own
-(like `perdure worker`) and this process as the client (like `perdure gateway`). Each "turn" is
-a workflow that runs one activity (the model step: it only stamps `time.monotonic()` when it
-starts) and then a second one (the finish). N workflows are started at the same instant; per
-turn this reports start call → first activity running (the floor under any time to first
-token a Temporal design can give) and start call → workflow completed, with the CPU seconds of
-the server, the worker and this process. Perdure's own figures (`bench.load`) read against it.
+A Temporal dev server as Perdure's dev arrangement starts it (temporal-dev.yml), a worker in a
+process of its own (like `perdure worker`) and this process as the client (like `perdure
+gateway`). Each "turn" is a workflow that runs one activity (the model step: it stamps
+`time.monotonic()` when it starts, then with `--stream-seconds` lasts that long, heartbeating
+every second from 1 s in as Perdure's steps do) and then a second one (the finish; a local
+activity with `--local-finish`, as Perdure's is). N workflows are started at the same instant;
+per burst this reports start call → first activity running (the floor under any time to first
+token a Temporal design can give), start call → workflow completed, the steps Temporal retried
+(heartbeats that reached it too late), and the CPU seconds of the server, the worker and this
+process. Perdure's own figures (`bench.load`, `bench.ttft_breakdown`) read against it; the
+other flags try the server's and the SDK's knobs.
 """
 
 import argparse
