@@ -1,15 +1,18 @@
 """Engines and transactions for SQLite (embedded default) and PostgreSQL (scale-out)."""
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from storage.store_loop import StoreLoop
 from storage.urls import async_url, is_sqlite, sync_url
+
+T = TypeVar("T")
 
 
 def _sqlite_engine(url: str, *, begin: str | None) -> AsyncEngine:
@@ -86,6 +89,10 @@ class Database:
             )
             self._read_engine = self._write_engine
         self._sqlite_writes = asyncio.Lock() if self.is_sqlite else None
+        self._store_loop: StoreLoop | None = None
+        self._store_engine: AsyncEngine | None = None
+        self._store_writes: async_sessionmaker[AsyncSession] | None = None
+        self._store_lock: asyncio.Lock | None = None
         self._writes = async_sessionmaker(
             self._write_engine, class_=AsyncSession, expire_on_commit=False
         )
@@ -105,6 +112,31 @@ class Database:
         async with self._sqlite_writes, self._writes() as session, session.begin():
             yield session
 
+    async def transact(self, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+        """`work(session)` as one write transaction, like `write()`, for the hot writers.
+
+        On SQLite it runs whole on a store thread's own event loop (storage/store_loop.py), so
+        the database's single write lock is held for its statements, not for the loop cycles
+        of a busy process in between. On PostgreSQL (row locks) it runs on the caller's loop.
+        """
+        if not self.is_sqlite:
+            async with self.write() as session:
+                return await work(session)
+        if self._store_loop is None:
+            self._store_loop = StoreLoop("perdure-store")
+        return await self._store_loop.run(lambda: self._transact_on_store_loop(work))
+
+    async def _transact_on_store_loop(self, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+        if self._store_writes is None or self._store_lock is None:
+            # Created on the store loop: an async engine's connections belong to one loop.
+            self._store_engine = _sqlite_engine(self.url, begin="BEGIN IMMEDIATE")
+            self._store_writes = async_sessionmaker(
+                self._store_engine, class_=AsyncSession, expire_on_commit=False
+            )
+            self._store_lock = asyncio.Lock()
+        async with self._store_lock, self._store_writes() as session, session.begin():
+            return await work(session)
+
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
         async with self._reads() as session:
@@ -115,6 +147,15 @@ class Database:
             await session.exec(text("SELECT 1"))  # type: ignore[call-overload]
 
     async def close(self) -> None:
+        if self._store_loop is not None:
+            engine = self._store_engine
+
+            async def dispose() -> None:
+                if engine is not None:
+                    await engine.dispose()
+
+            await self._store_loop.close(dispose)
+            self._store_loop = None
         await self._write_engine.dispose()
         if self._read_engine is not self._write_engine:
             await self._read_engine.dispose()

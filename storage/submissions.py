@@ -111,7 +111,8 @@ async def _submit_once(
     idempotency_key: str,
 ) -> SubmitOutcome:
     at = now()
-    async with db.write() as session:
+
+    async def record(session: AsyncSession) -> SubmitOutcome:
         chat = await _locked_session(session, session_id)
         if chat is None:
             # A new session has no submissions or messages to look up, and is inserted once,
@@ -156,7 +157,9 @@ async def _submit_once(
         else:
             chat.updated_at = at
         session.add(chat)
-    return SubmitOutcome(submission, created=True)
+        return SubmitOutcome(submission, created=True)
+
+    return await db.transact(record)
 
 
 async def submit(
@@ -237,7 +240,8 @@ async def finish(
     caller can repeat its admit signal.
     """
     at = now()
-    async with db.write() as session:
+
+    async def close(session: AsyncSession) -> Submission | None:
         submission = (
             await session.exec(
                 select(Submission).where(Submission.id == submission_id).with_for_update()
@@ -288,6 +292,8 @@ async def finish(
         if chat.running_submission_id is not None:
             return await session.get(Submission, chat.running_submission_id)
         return None
+
+    return await db.transact(close)
 
 
 async def save_stash(db: Database, *, submission_id: str, data: object) -> None:
