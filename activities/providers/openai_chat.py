@@ -29,9 +29,10 @@ from typing import Any, Literal, cast
 
 import httpx2
 import openai
-from openai import omit
 from openai.types.chat import (
+    ChatCompletion,
     ChatCompletionAssistantMessageParam,
+    ChatCompletionChunk,
     ChatCompletionFunctionToolParam,
     ChatCompletionMessageParam,
 )
@@ -242,24 +243,38 @@ class OpenAIChatProvider:
         client = openai_client()
         tools = chat_tools(request)
         continuing = bool(request.prefill)
-        # The raw stream, parsed here: the SDK's stream builds a model object per chunk.
-        # Status errors are raised by the SDK as usual, before the body is read.
-        opened = client.chat.completions.with_streaming_response.create(
-            model=request.model or self.model,
-            messages=chat_messages(request, self.mode),
-            tools=tools or omit,
-            max_completion_tokens=request.max_output_tokens,
+        body: dict[str, Any] = {
+            "model": request.model or self.model,
+            "messages": chat_messages(request, self.mode),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            body["tools"] = tools
+        if request.max_output_tokens is not None:
+            body["max_completion_tokens"] = request.max_output_tokens
+        if continuing and self.mode == "vllm":
+            body.update(VLLM_CONTINUE)
+        # The client's own `post` (documented for requests the typed methods do not cover):
+        # the typed `create` re-walks the whole request against its TypedDicts on every call
+        # (the largest cost between a step's start and its request leaving), and its stream
+        # builds a model object per chunk. The body is plain JSON already; the SDK still
+        # sends it, authenticates, and raises its status errors before the body is read. The
+        # stream object is only used to close the response.
+        stream = await client.post(
+            "/chat/completions",
+            body=body,
+            cast_to=ChatCompletion,
             stream=True,
-            stream_options={"include_usage": True},
-            extra_body=VLLM_CONTINUE if continuing and self.mode == "vllm" else None,
+            stream_cls=openai.AsyncStream[ChatCompletionChunk],
         )
         by_instruction = continuing and self.mode == "instruction"
         trim = OverlapTrimmer(request.prefill or "" if by_instruction else "")
         calls = ToolCallAccumulator()
         reason: str | None = None
         usage: dict[str, Any] | None = None
-        async with opened as response:
-            async for chunk in chat_chunks(response.http_response):
+        async with stream:
+            async for chunk in chat_chunks(stream.response):
                 usage = chunk.get("usage") or usage
                 for choice in chunk.get("choices") or []:
                     delta = choice.get("delta") or {}
