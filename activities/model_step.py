@@ -40,8 +40,8 @@ from perdure.tools import ToolDefinition
 from storage.bus import ChunkBus
 from storage.chunks import StaleWriter, claim_log, load_log
 from storage.db import Database
-from storage.messages import active_path
-from storage.submissions import get_submission, save_stash
+from storage.step_inputs import StepInputs, read_step_inputs
+from storage.submissions import save_stash
 from storage.tables import Submission
 
 log = logging.getLogger(__name__)
@@ -73,11 +73,17 @@ class ModelStepActivity:
         # From the first line: a slow store or a slow hook must never look like a dead worker.
         async with heartbeating():
             agent = resolve_agent(self._agents, step.agent)
-            submission = await get_submission(self._db, step.submission_id)
-            if submission is None:
+            inputs = await read_step_inputs(
+                self._db,
+                submission_id=step.submission_id,
+                message_id=step.assistant_message_id,
+                session_id=step.session_id,
+            )
+            if inputs is None:
                 raise ApplicationError(
                     f"submission {step.submission_id} is gone", non_retryable=True
                 )
+            submission = inputs.submission
             writer = current_writer()
             token = bind_stash(stash_writer(self._db, submission.id))
             try:
@@ -85,6 +91,7 @@ class ModelStepActivity:
                 # (a first attempt has none, and its first write claims the log anyway).
                 if writer.attempt > 1:
                     await claim_log(self._db, message_id=step.assistant_message_id, writer=writer)
+                    inputs.log = await load_log(self._db, message_id=step.assistant_message_id)
                 chunks = ChunkWriter(
                     self._db,
                     self._bus,
@@ -92,15 +99,16 @@ class ModelStepActivity:
                     writer=writer,
                     submission_id=submission.id,
                 )
-                return await self._run(agent, step, submission, chunks)
+                return await self._run(agent, step, inputs, chunks)
             except StaleWriter as error:
                 raise superseded(error) from error
             finally:
                 unbind_stash(token)
 
     async def _run(
-        self, agent: Agent, step: ModelStepInput, submission: Submission, writer: ChunkWriter
+        self, agent: Agent, step: ModelStepInput, inputs: StepInputs, writer: ChunkWriter
     ) -> ModelStepResult:
+        submission = inputs.submission
         context = turn_context(agent, submission)
         limit = agent.hook_timeout.total_seconds()
         model = agent.model or self._default_model
@@ -108,7 +116,7 @@ class ModelStepActivity:
             provider = self._provider_for(model)
         except ValueError as error:
             raise ApplicationError(str(error), type="BadModel", non_retryable=True) from error
-        log_so_far = await load_log(self._db, message_id=step.assistant_message_id)
+        log_so_far = inputs.log
 
         def add(chunks: list[Chunk]) -> None:
             writer.add(chunks)
@@ -161,7 +169,7 @@ class ModelStepActivity:
         log_step = reduce_chunks(log_so_far).steps - 1
 
         if history is None:
-            history = await active_path(self._db, session_id=step.session_id)
+            history = inputs.path
         if state.prior_parts:
             history.append(
                 UIMessage.model_validate(

@@ -8,8 +8,10 @@ thread. The bench wraps the functions a turn passes through (it changes no produ
 records, per turn, the moment each stage is reached, then prints the p50/p95 of each stage's
 share:
 
-    POST sent → intake committed → workflow started (eager?) → model step entered →
-    provider request sent → provider's first delta → first delta at the client
+    POST sent → intake committed → workflow started (eager?) → model step entered → the
+    step's reads done (submission, log, active path: one read) → request leaving (the OpenAI
+    client's `post`, after hooks and the request's building) → provider request sent (the
+    fake has parsed it) → provider's first delta → first delta at the client
 """
 
 import argparse
@@ -23,6 +25,7 @@ from tempfile import TemporaryDirectory
 from typing import Any
 
 import httpx
+import openai
 import uvicorn
 
 import activities.model_step as model_step_module
@@ -41,6 +44,8 @@ STAGES = [
     "intake committed",
     "workflow started",
     "model step entered",
+    "step's reads done",
+    "request leaving",
     "provider request sent",
     "provider first delta",
     "first delta at client",
@@ -90,9 +95,22 @@ def instrument() -> None:
     )
     _wrap_async(
         model_step_module,
-        "get_submission",
-        before=lambda db, submission_id: _mark(submission_id, "model step entered"),
+        "read_step_inputs",
+        before=lambda db, **k: _mark(k["submission_id"], "model step entered"),
+        after=lambda inputs, db, **k: _mark(k["submission_id"], "step's reads done"),
     )
+    _wrap_async(
+        openai.AsyncOpenAI,
+        "post",
+        before=lambda client, path, **kwargs: _mark(_user_text(kwargs), "request leaving"),
+    )
+
+
+def _user_text(kwargs: dict[str, Any]) -> str:
+    """The last user message of a Chat Completions body (the bench's turns are one message)."""
+    messages = kwargs.get("body", {}).get("messages", [])
+    users = [m for m in messages if m.get("role") == "user"]
+    return str(users[-1]["content"]) if users else ""
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -124,6 +142,7 @@ async def one_turn(http: httpx.AsyncClient, fake: FakeProvider) -> dict[str, flo
     submission_id = response.headers.get("x-perdure-submission-id", "")
     submissions.append(submission_id)
     stages.update(marks.pop(submission_id, {}))
+    stages.update(marks.pop(text, {}))
     stages["provider request sent"] = request.started_at
     stages["provider first delta"] = request.first_delta_at
     stages["first delta at client"] = first_at

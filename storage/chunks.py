@@ -6,7 +6,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, case, insert, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from domain.ui import Chunk
@@ -323,14 +323,19 @@ async def append_batches(db: Database, batches: list[LogBatch]) -> list[int | St
         return await connection.run_sync(insert_batches, batches, notify=not db.is_sqlite)
 
 
+def chunks_after(session: Session, *, message_id: str, after: int) -> list[tuple[int, Chunk]]:
+    rows = session.exec(
+        select(ChunkRow.seq, ChunkRow.body)
+        .where(ChunkRow.message_id == message_id, ChunkRow.seq > after)
+        .order_by(col(ChunkRow.seq))
+    )
+    return [(seq, dict(body)) for seq, body in rows.all()]
+
+
 async def read_chunks(db: Database, *, message_id: str, after: int = -1) -> list[tuple[int, Chunk]]:
-    async with db.read() as session:
-        rows = await session.exec(
-            select(ChunkRow.seq, ChunkRow.body)
-            .where(ChunkRow.message_id == message_id, ChunkRow.seq > after)
-            .order_by(col(ChunkRow.seq))
-        )
-        return [(seq, dict(body)) for seq, body in rows.all()]
+    return await db.read_sync(
+        lambda session: chunks_after(session, message_id=message_id, after=after)
+    )
 
 
 async def load_log(db: Database, *, message_id: str) -> list[Chunk]:

@@ -3,10 +3,12 @@
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import Session as OrmSession
+from sqlmodel import Session
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.store_loop import StoreLoop
@@ -90,6 +92,7 @@ class Database:
             self._read_engine = self._write_engine
         self._sqlite_writes = asyncio.Lock() if self.is_sqlite else None
         self._store_loop: StoreLoop | None = None
+        self._blocking_reads: Engine | None = None
         self._store_engine: AsyncEngine | None = None
         self._store_writes: async_sessionmaker[AsyncSession] | None = None
         self._store_lock: asyncio.Lock | None = None
@@ -137,6 +140,33 @@ class Database:
         async with self._store_lock, self._store_writes() as session, session.begin():
             return await work(session)
 
+    async def read_sync(self, read: Callable[[Session], T]) -> T:
+        """`read(session)` with a blocking session, for the reads on a turn's hot path.
+
+        On SQLite it runs on a thread with a plain `sqlite3` connection: one hop for the whole
+        read, where the asyncio driver makes several per statement (execute, fetch, close, and
+        the session's own) through the event loop. On PostgreSQL it runs on the caller's loop
+        through `AsyncSession.run_sync`, statement by statement as any other read.
+        """
+        if not self.is_sqlite:
+            async with self.read() as session:
+                # sqlmodel's AsyncSession runs `read` with its own (sqlmodel) Session class.
+                return await session.run_sync(cast(Callable[[OrmSession], T], read))
+        if self._blocking_reads is None:
+            self._blocking_reads = create_engine(
+                sync_url(self.url),
+                # Pooled connections serve whichever thread runs the next read.
+                connect_args={"timeout": 30, "check_same_thread": False},
+            )
+            _configure_sqlite(self._blocking_reads, begin=None)
+        engine = self._blocking_reads
+
+        def on_thread() -> T:
+            with Session(engine, expire_on_commit=False) as session:
+                return read(session)
+
+        return await asyncio.to_thread(on_thread)
+
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
         async with self._reads() as session:
@@ -156,6 +186,9 @@ class Database:
 
             await self._store_loop.close(dispose)
             self._store_loop = None
+        if self._blocking_reads is not None:
+            self._blocking_reads.dispose()
+            self._blocking_reads = None
         await self._write_engine.dispose()
         if self._read_engine is not self._write_engine:
             await self._read_engine.dispose()

@@ -1,7 +1,7 @@
 """The message tree: the active path runs from the session's leaf up to the root."""
 
 from sqlalchemy import bindparam, text
-from sqlmodel import select
+from sqlmodel import Session, select
 
 from domain.ui import UIMessage
 from storage.db import Database
@@ -41,10 +41,13 @@ def to_ui_message(row: Message) -> UIMessage:
     )
 
 
+def path_of(session: Session, *, session_id: str) -> list[UIMessage]:
+    # sqlmodel types `exec` for plain selects only; a `from_statement` returns rows.
+    rows = session.exec(  # type: ignore[call-overload]
+        select(Message).from_statement(_ACTIVE_PATH), params={"sid": session_id}
+    )
+    return [to_ui_message(row) for row in rows.scalars().all()]
+
+
 async def active_path(db: Database, *, session_id: str) -> list[UIMessage]:
-    async with db.read() as session:
-        # sqlmodel types `exec` for plain selects only; a `from_statement` returns rows.
-        rows = await session.exec(  # type: ignore[call-overload]
-            select(Message).from_statement(_ACTIVE_PATH), params={"sid": session_id}
-        )
-        return [to_ui_message(row) for row in rows.scalars().all()]
+    return await db.read_sync(lambda session: path_of(session, session_id=session_id))

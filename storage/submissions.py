@@ -189,8 +189,7 @@ async def submit(
 
 
 async def get_submission(db: Database, submission_id: str) -> Submission | None:
-    async with db.read() as session:
-        return await session.get(Submission, submission_id)
+    return await db.read_sync(lambda session: session.get(Submission, submission_id))
 
 
 async def stream_target(db: Database, *, session_id: str, latest: bool) -> Submission | None:
