@@ -8,7 +8,8 @@ thread. The bench wraps the functions a turn passes through (it changes no produ
 records, per turn, the moment each stage is reached, then prints the p50/p95 of each stage's
 share:
 
-    POST sent → intake committed → workflow started (eager?) → model step entered → the
+    POST sent → request parsed (HTTP, routing, body validation) → intake committed (the write
+    transaction) → workflow started (eager?) → model step entered → the
     step's reads done (submission, log, active path: one read) → request leaving (the OpenAI
     client's `post`, after hooks and the request's building) → provider request sent (the
     fake has parsed it) → provider's first delta → first delta at the client
@@ -41,6 +42,7 @@ from tests.fakeprovider.server import FakeProvider
 from tests.stack import free_port
 
 STAGES = [
+    "request parsed",
     "intake committed",
     "workflow started",
     "model step entered",
@@ -82,6 +84,7 @@ def instrument() -> None:
     _wrap_async(
         chat_routes,
         "submit",
+        before=lambda *a, **k: _mark(k["session_id"], "request parsed"),
         after=lambda outcome, *a, **k: _mark(
             outcome.submission.assistant_message_id, "intake committed"
         ),
@@ -142,6 +145,7 @@ async def one_turn(http: httpx.AsyncClient, fake: FakeProvider) -> dict[str, flo
     submission_id = response.headers.get("x-perdure-submission-id", "")
     submissions.append(submission_id)
     stages.update(marks.pop(submission_id, {}))
+    stages.update(marks.pop(body["id"], {}))  # the session id
     stages.update(marks.pop(text, {}))
     stages["provider request sent"] = request.started_at
     stages["provider first delta"] = request.first_delta_at
