@@ -61,29 +61,28 @@ class _Tracked(ActivityInboundInterceptor):
                 # Temporal gave up on this attempt (its heartbeats arrived too late) and has
                 # already scheduled the next one, which continues the answer.
                 self._tracker.timed_out += 1
-                info = activity.info()
-                log.warning(
-                    "%s of %s (attempt %d) %s at Temporal (heartbeat timeout %s); the next "
-                    "attempt takes over",
-                    info.activity_type,
-                    info.workflow_id,
-                    info.attempt,
-                    "timed out" if details.timed_out else "was no longer known",
-                    info.heartbeat_timeout,
+                heartbeat_timeout = activity.info().heartbeat_timeout
+                _log_attempt(
+                    f"{'timed out' if details.timed_out else 'was no longer known'} at Temporal "
+                    f"(heartbeat timeout {heartbeat_timeout}); the next attempt takes over"
                 )
             elif details is not None and details.worker_shutdown:
                 self._tracker.handed_over += 1
-                info = activity.info()
-                log.warning(
-                    "%s of %s (attempt %d) did not finish within the shutdown grace period; "
-                    "handed over: Temporal retries it on another worker",
-                    info.activity_type,
-                    info.workflow_id,
-                    info.attempt,
+                _log_attempt(
+                    "did not finish within the shutdown grace period; handed over: Temporal "
+                    "retries it on another worker"
                 )
             raise
         finally:
             self._tracker.running -= 1
+
+
+def _log_attempt(what: str) -> None:
+    """A warning about the running activity's attempt: which activity of which turn, and `what`."""
+    info = activity.info()
+    log.warning(
+        "%s of %s (attempt %d) %s", info.activity_type, info.workflow_id, info.attempt, what
+    )
 
 
 def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[..., Any]]:
