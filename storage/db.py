@@ -1,11 +1,13 @@
 """Engines and transactions for SQLite (embedded default) and PostgreSQL (scale-out)."""
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session
@@ -17,13 +19,26 @@ from storage.urls import async_url, is_sqlite, sync_url
 T = TypeVar("T")
 
 
-def _sqlite_engine(url: str, *, begin: str | None) -> AsyncEngine:
+LOCK_WAIT_SECONDS = 30.0
+"""How long a writer that polls for SQLite's write lock waits at most (as `busy_timeout`)."""
+LOCK_POLL_SECONDS = 0.001
+"""How often it asks. SQLite's own busy handler backs off to 100 ms between tries, so a
+writer could wait that long after the lock was free; the hot writers ask every millisecond."""
+
+
+def sqlite_locked(error: BaseException) -> bool:
+    """SQLite's write lock is held by another connection (`BEGIN IMMEDIATE` failed before
+    anything was written, so the transaction can simply be tried again)."""
+    return isinstance(error, OperationalError) and "database is locked" in str(error.orig)
+
+
+def _sqlite_engine(url: str, *, begin: str | None, poll_lock: bool = False) -> AsyncEngine:
     engine = create_async_engine(async_url(url), connect_args={"timeout": 30})
-    _configure_sqlite(engine.sync_engine, begin=begin)
+    _configure_sqlite(engine.sync_engine, begin=begin, poll_lock=poll_lock)
     return engine
 
 
-def _configure_sqlite(engine: Engine, *, begin: str | None) -> None:
+def _configure_sqlite(engine: Engine, *, begin: str | None, poll_lock: bool = False) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Manage transactions ourselves: pysqlite's implicit BEGIN is deferred, and a deferred
@@ -32,7 +47,9 @@ def _configure_sqlite(engine: Engine, *, begin: str | None) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
+        # A polling writer fails at once on a held lock and asks again itself (after the
+        # pragmas above, which may have to wait for the lock at connect).
+        cursor.execute(f"PRAGMA busy_timeout={0 if poll_lock else 30000}")
         cursor.close()
 
     if begin is not None:
@@ -42,10 +59,13 @@ def _configure_sqlite(engine: Engine, *, begin: str | None) -> None:
             connection.exec_driver_sql(begin)
 
 
-def sync_write_engine(url: str) -> Engine:
+def sync_write_engine(url: str, *, poll_lock: bool = False) -> Engine:
     """A blocking engine of one write connection, for a writer that runs whole transactions on
     a thread of its own (the log appender): one hop to that thread per transaction, instead
-    of one or more per statement through a busy event loop. Same settings as `write()`'s."""
+    of one or more per statement through a busy event loop. Same settings as `write()`'s.
+
+    With `poll_lock` (SQLite), a locked database fails at once instead of waiting in SQLite's
+    busy handler: the caller retries at its own, shorter interval."""
     if is_sqlite(url):
         engine = create_engine(
             sync_url(url),
@@ -54,7 +74,7 @@ def sync_write_engine(url: str) -> Engine:
             pool_size=1,
             max_overflow=0,
         )
-        _configure_sqlite(engine, begin="BEGIN IMMEDIATE")
+        _configure_sqlite(engine, begin="BEGIN IMMEDIATE", poll_lock=poll_lock)
         return engine
     return create_engine(
         sync_url(url),
@@ -132,13 +152,23 @@ class Database:
     async def _transact_on_store_loop(self, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
         if self._store_writes is None or self._store_lock is None:
             # Created on the store loop: an async engine's connections belong to one loop.
-            self._store_engine = _sqlite_engine(self.url, begin="BEGIN IMMEDIATE")
+            self._store_engine = _sqlite_engine(self.url, begin="BEGIN IMMEDIATE", poll_lock=True)
             self._store_writes = async_sessionmaker(
                 self._store_engine, class_=AsyncSession, expire_on_commit=False
             )
             self._store_lock = asyncio.Lock()
-        async with self._store_lock, self._store_writes() as session, session.begin():
-            return await work(session)
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        async with self._store_lock:
+            while True:
+                try:
+                    async with self._store_writes() as session, session.begin():
+                        return await work(session)
+                except OperationalError as error:
+                    # Only its first statement can meet the lock (`BEGIN IMMEDIATE`): nothing
+                    # of `work` was written, so it runs again.
+                    if not sqlite_locked(error) or time.monotonic() > deadline:
+                        raise
+                await asyncio.sleep(LOCK_POLL_SECONDS)
 
     async def read_sync(self, read: Callable[[Session], T]) -> T:
         """`read(session)` with a blocking session, for the reads on a turn's hot path.

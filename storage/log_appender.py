@@ -13,17 +13,25 @@ hops, each waiting its turn in a loop that is busy relaying those same chats' st
 
 import asyncio
 import logging
+import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError
 
 from domain.ui import Chunk
 from storage.bus import ChunkBus
 from storage.chunks import LogBatch, LogWriter, ProviderCursor, StaleWriter, insert_batches
-from storage.db import Database, sync_write_engine
+from storage.db import (
+    LOCK_POLL_SECONDS,
+    LOCK_WAIT_SECONDS,
+    Database,
+    sqlite_locked,
+    sync_write_engine,
+)
 
 log = logging.getLogger(__name__)
 
@@ -115,9 +123,19 @@ class LogAppender:
     def _write(self, batches: list[LogBatch]) -> list[int | StaleWriter]:
         """On `_thread`: the flush's transaction."""
         if self._engine is None:
-            self._engine = sync_write_engine(self._db.url)
-        with self._engine.begin() as connection:
-            return insert_batches(connection, batches, notify=not self._db.is_sqlite)
+            self._engine = sync_write_engine(self._db.url, poll_lock=self._db.is_sqlite)
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            try:
+                with self._engine.begin() as connection:
+                    return insert_batches(connection, batches, notify=not self._db.is_sqlite)
+            except OperationalError as error:
+                # SQLite: another connection holds the file's write lock. Ask again in a
+                # millisecond (every chat's next chunk waits for this flush); `BEGIN
+                # IMMEDIATE` failed before anything was written.
+                if not sqlite_locked(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(LOCK_POLL_SECONDS)
 
     async def _flush(self, carried: list["BufferedLog"], batches: list[LogBatch]) -> None:
         try:
