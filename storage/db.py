@@ -140,7 +140,9 @@ class Database:
 
         On SQLite it runs whole on a store thread's own event loop (storage/store_loop.py), so
         the database's single write lock is held for its statements, not for the loop cycles
-        of a busy process in between. On PostgreSQL (row locks) it runs on the caller's loop.
+        of a busy process in between; while another connection holds that lock, `work` is run
+        again every millisecond, so it must do nothing but store work. On PostgreSQL (row
+        locks) it runs on the caller's loop.
         """
         if not self.is_sqlite:
             async with self.write() as session:
