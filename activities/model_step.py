@@ -73,18 +73,20 @@ class ModelStepActivity:
         # From the first line: a slow store or a slow hook must never look like a dead worker.
         async with heartbeating():
             agent = resolve_agent(self._agents, step.agent)
+            writer = current_writer()
             inputs = await read_step_inputs(
                 self._db,
                 submission_id=step.submission_id,
                 message_id=step.assistant_message_id,
                 session_id=step.session_id,
+                # A retry reads the log only once it has fenced off earlier attempts (below).
+                with_log=writer.attempt == 1,
             )
             if inputs is None:
                 raise ApplicationError(
                     f"submission {step.submission_id} is gone", non_retryable=True
                 )
             submission = inputs.submission
-            writer = current_writer()
             token = bind_stash(stash_writer(self._db, submission.id))
             try:
                 # Fence off earlier attempts before reading the log they may still write to

@@ -12,6 +12,8 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
+from workflows._policies import HEARTBEAT_TIMEOUT
+
 log = logging.getLogger("perdure.worker")
 
 TICK = 0.25
@@ -37,8 +39,9 @@ class LoopLag:
                 log.warning(
                     "the worker's event loop ran %.1f s late: it is overloaded, and "
                     "heartbeats that late make Temporal retry model steps (heartbeat timeout "
-                    "5 s); add workers or lower the load",
+                    "%g s); add workers or lower the load",
                     self.worst,
+                    HEARTBEAT_TIMEOUT.total_seconds(),
                 )
                 self.warnings += 1
                 self.worst = 0.0

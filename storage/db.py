@@ -59,13 +59,13 @@ def _configure_sqlite(engine: Engine, *, begin: str | None, poll_lock: bool = Fa
             connection.exec_driver_sql(begin)
 
 
-def sync_write_engine(url: str, *, poll_lock: bool = False) -> Engine:
+def sync_write_engine(url: str) -> Engine:
     """A blocking engine of one write connection, for a writer that runs whole transactions on
     a thread of its own (the log appender): one hop to that thread per transaction, instead
     of one or more per statement through a busy event loop. Same settings as `write()`'s.
 
-    With `poll_lock` (SQLite), a locked database fails at once instead of waiting in SQLite's
-    busy handler: the caller retries at its own, shorter interval."""
+    On SQLite a held lock fails at once instead of waiting in SQLite's busy handler: the
+    caller retries every `LOCK_POLL_SECONDS`."""
     if is_sqlite(url):
         engine = create_engine(
             sync_url(url),
@@ -74,7 +74,7 @@ def sync_write_engine(url: str, *, poll_lock: bool = False) -> Engine:
             pool_size=1,
             max_overflow=0,
         )
-        _configure_sqlite(engine, begin="BEGIN IMMEDIATE", poll_lock=poll_lock)
+        _configure_sqlite(engine, begin="BEGIN IMMEDIATE", poll_lock=True)
         return engine
     return create_engine(
         sync_url(url),

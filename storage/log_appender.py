@@ -123,7 +123,7 @@ class LogAppender:
     def _write(self, batches: list[LogBatch]) -> list[int | StaleWriter]:
         """On `_thread`: the flush's transaction."""
         if self._engine is None:
-            self._engine = sync_write_engine(self._db.url, poll_lock=self._db.is_sqlite)
+            self._engine = sync_write_engine(self._db.url)
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
         while True:
             try:

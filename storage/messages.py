@@ -1,6 +1,6 @@
 """The message tree: the active path runs from the session's leaf up to the root."""
 
-from sqlalchemy import bindparam, text
+from sqlalchemy import text
 from sqlmodel import Session, select
 
 from domain.ui import UIMessage
@@ -24,9 +24,7 @@ _ACTIVE_PATH = (
         FROM path JOIN messages ON messages.session_id = :sid AND messages.id = path.id
         ORDER BY path.depth DESC
         """
-    )
-    .bindparams(bindparam("sid"))
-    .columns(*Message.__table__.columns)  # type: ignore[attr-defined]
+    ).columns(*Message.__table__.columns)  # type: ignore[attr-defined]
 )
 """The session's active path, root first, in one statement: a model step reads it before
 every provider call, so each round trip saved is time to first token."""

@@ -148,27 +148,23 @@ class TurnWorkflow:
             persist_partial=ending.persist_partial,
         )
         summary = f"finish turn: {'exhausted' if ending.exhausted else ending.outcome}"
-        if workflow.patched(FINISH_LOCALLY):
-            # A local activity runs in this workflow task on this worker: no activity task
-            # and no second workflow task through the server, ~20 % of a turn's cost there.
-            # A worker that dies meanwhile fails the workflow task, and the next worker
-            # finishes the turn (finishing is idempotent).
-            await workflow.execute_local_activity(
-                FINISH_TURN_ACTIVITY,
-                finish,
-                start_to_close_timeout=policies.FINISH_TIMEOUT,
-                retry_policy=policies.FINISH_RETRY,
-                summary=summary,
-            )
-        else:
-            # Histories recorded before FINISH_LOCALLY replay as they ran.
-            await workflow.execute_activity(
-                FINISH_TURN_ACTIVITY,
-                finish,
-                start_to_close_timeout=policies.FINISH_TIMEOUT,
-                retry_policy=policies.FINISH_RETRY,
-                summary=summary,
-            )
+        # Since FINISH_LOCALLY a local activity: it runs in this workflow task on this worker,
+        # with no activity task and no second workflow task through the server (~20 % of a
+        # turn's cost there); a worker that dies meanwhile fails the workflow task and the
+        # next worker finishes the turn (finishing is idempotent). Histories recorded before
+        # the patch replay with the regular activity they ran.
+        execute = (
+            workflow.execute_local_activity
+            if workflow.patched(FINISH_LOCALLY)
+            else workflow.execute_activity
+        )
+        await execute(
+            FINISH_TURN_ACTIVITY,
+            finish,
+            start_to_close_timeout=policies.FINISH_TIMEOUT,
+            retry_policy=policies.FINISH_RETRY,
+            summary=summary,
+        )
 
     async def _agent_loop(self, turn: TurnInput) -> str:
         while True:
