@@ -4,8 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NODE_STAMP := tests/node/node_modules/.installed
+CHROMIUM := /usr/bin/chromium
 
-.PHONY: run install test test-unit lint typecheck fmt bench bench-recovery bench-load worker gateway clean
+.PHONY: run install test test-unit lint typecheck fmt bench bench-recovery bench-load bench-waits bench-compare worker gateway web clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,8 +33,19 @@ worker: $(STAMP)
 gateway: $(STAMP)
 	$(BIN)/perdure gateway
 
-test: $(STAMP) $(NODE_STAMP)
-	$(BIN)/pytest -q
+# The browser tests (tests/browser) drive Debian's chromium, never a downloaded browser.
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+		|| echo "apt-get could not install chromium: the browser tests will skip (fail under CI)"; \
+	else echo "chromium is missing and installing it needs root and apt-get: the browser tests will skip (fail under CI)"; fi
+
+test: $(STAMP) $(NODE_STAMP) $(CHROMIUM)
+	PYTEST=$(BIN)/pytest tests/run_suite.sh
+
+# Rebuilds the chat page (web/) into gateway/static, which is committed: see docs/web.md.
+web:
+	cd web && npm ci --no-audit --no-fund && npm run build
 
 test-unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
@@ -59,5 +71,12 @@ bench-recovery: $(STAMP)
 bench-load: $(STAMP)
 	$(BIN)/python -m bench.load $(ARGS)
 
+bench-waits: $(STAMP)
+	$(BIN)/python -m bench.waits $(ARGS)
+
+# Perdure beside a session entity workflow, Workflow Streams and the direct floor (issue 11).
+bench-compare: $(STAMP)
+	$(BIN)/python -m bench.compare $(ARGS)
+
 clean:
-	rm -rf $(VENV) .perdure tests/node/node_modules
+	rm -rf $(VENV) .perdure tests/node/node_modules web/node_modules

@@ -10,8 +10,9 @@ from activities.events import emit
 from domain.names import ADMIT_SIGNAL, FINISH_TURN_ACTIVITY
 from domain.payloads import FinishTurnInput
 from domain.policy import RecoveryPolicy
-from domain.reducer import reduce_chunks
+from domain.reducer import Reduction, reduce_chunks
 from domain.repair import settled_parts_only
+from domain.storage_hygiene import for_storage
 from domain.turn_chunks import closing_chunks
 from perdure.agent import Agent, TurnContext
 from perdure.agents_registry import AgentRegistry
@@ -19,8 +20,11 @@ from perdure.recovery import ExhaustedContext
 from storage.bus import ChunkBus
 from storage.chunks import LogWriter, load_log
 from storage.db import Database
+from storage.hygiene import trim_messages
 from storage.incidents import load_incident
+from storage.sessions import chat_id_of
 from storage.submissions import finish, get_submission
+from telemetry import metrics
 from turn_control.client import signal_turn
 
 log = logging.getLogger(__name__)
@@ -44,10 +48,15 @@ class TurnFinisher:
         agent = self._agents.resolve(turn.agent) if turn.agent in self._agents.names() else None
         terminal_message = (agent.recovery if agent else RecoveryPolicy()).terminal_message
         logged = await load_log(self._db, message_id=message_id)
+        if turn.outcome == "skipped":
+            recorded = await get_submission(self._db, turn.submission_id)
+            if recorded is not None and recorded.error:
+                turn = turn.model_copy(update={"error_text": recorded.error})
         closing = closing_chunks(logged, turn, terminal_message)
         stored = reduce_chunks(logged + closing)
         if not turn.persist_partial:
             stored.parts = settled_parts_only(stored.parts)
+        self._clean(stored, message_id)
         if closing and turn.exhausted:
             # Before the terminal answer is visible, as the seeds order it. At least once: a
             # crash between here and the commit below calls it again on the retry.
@@ -62,6 +71,14 @@ class TurnFinisher:
             writer=writer,
         )
         self._bus.publish(message_id)
+        if closing:  # this call ended the turn (a repeated finish changes nothing)
+            ended = "exhausted" if turn.exhausted else turn.outcome
+            metrics.turn_ended(ended)
+            log.info("turn ended: %s", ended)
+        if agent is not None and agent.max_persisted_messages is not None:
+            await trim_messages(
+                self._db, session_id=turn.session_id, keep=agent.max_persisted_messages
+            )
         if closing and agent is not None:
             submission = await get_submission(self._db, turn.submission_id)
             context = TurnContext(
@@ -78,8 +95,26 @@ class TurnFinisher:
             )
         if following is not None:
             await signal_turn(
-                self._client, following, task_queue=self._task_queue, signal=ADMIT_SIGNAL
+                self._client,
+                following,
+                chat_id=await chat_id_of(self._db, session_id=following.session_id),
+                task_queue=self._task_queue,
+                signal=ADMIT_SIGNAL,
             )
+
+    @staticmethod
+    def _clean(stored: Reduction, message_id: str) -> None:
+        """What is stored: without provider-ephemeral metadata, within the row size limit
+        (domain/storage_hygiene.py). The log keeps every chunk as streamed."""
+        clean = for_storage(stored.parts, stored.metadata)
+        if clean.compacted:
+            log.warning(
+                "the answer %s is %d bytes: compacted to %d for storage (metadata says what)",
+                message_id,
+                clean.original_bytes,
+                clean.stored_bytes,
+            )
+        stored.parts, stored.metadata = clean.parts, clean.metadata
 
     async def _exhausted(
         self, agent: Agent | None, turn: FinishTurnInput, partial_text: str, terminal_message: str

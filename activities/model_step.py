@@ -19,16 +19,20 @@ from activities._support import (
     superseded,
 )
 from activities.chunk_writer import ChunkWriter
+from activities.client_tools import turn_client_tools
+from activities.compaction import Compactor
 from activities.errors import provider_failure
 from activities.events import emit
 from activities.providers import ModelRequest, Provider, ProviderError, ResumeToken
 from activities.recovery_gate import RecoveryGate
 from activities.transcript_repair import repair_transcript
 from activities.watched_stream import ProviderStalled, StreamTarget, stream_into_log
+from domain.compaction import Overlaid, estimate_tokens, with_summary
 from domain.continuation import StepState, step_state
 from domain.conversation import to_conversation
 from domain.names import MODEL_STEP_ACTIVITY
-from domain.payloads import ModelStepInput, ModelStepResult, ToolCallRef
+from domain.payloads import ModelStepInput, ModelStepResult, ToolCallRef, WaitKind
+from domain.provider_events import ToolCallEnd
 from domain.reducer import reduce_chunks
 from domain.step_chunks import StepChunker
 from domain.turn_chunks import REGENERATE_NOTICE, close_open_text, pending_tool_calls, start_chunk
@@ -36,13 +40,16 @@ from domain.ui import Chunk, UIMessage
 from perdure.agent import Agent, TurnContext
 from perdure.agents_registry import AgentRegistry
 from perdure.recovery import bind_stash, unbind_stash
-from perdure.tools import ToolDefinition
+from perdure.tools import ClientTool, ToolContext, ToolDefinition
 from storage.bus import ChunkBus
 from storage.chunks import StaleWriter, claim_log, load_log
 from storage.db import Database
 from storage.step_inputs import StepInputs, read_step_inputs
 from storage.submissions import save_stash
 from storage.tables import Submission
+from storage.tool_waits import new_approval_id
+from telemetry import genai_spans, metrics
+from telemetry.log_context import bind_ids
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +72,7 @@ class ModelStepActivity:
         self._bus = bus
         self._agents = agents
         self._recovery = RecoveryGate(db=db, client=client, task_queue=task_queue)
+        self._compactor = Compactor(db)
         self._default_model = default_model
         self._provider_for = provider_for
 
@@ -84,9 +92,11 @@ class ModelStepActivity:
             )
             if inputs is None:
                 raise ApplicationError(
-                    f"submission {step.submission_id} is gone", non_retryable=True
+                    f"submission {step.submission_id} is no longer stored (session deleted)",
+                    non_retryable=True,
                 )
             submission = inputs.submission
+            bind_ids(tenant_id=submission.tenant_id)
             token = bind_stash(stash_writer(self._db, submission.id))
             try:
                 # Fence off earlier attempts before reading the log they may still write to
@@ -131,7 +141,7 @@ class ModelStepActivity:
             # Judged on the log as the interrupted attempt left it.
             try:
                 start = await self._recovery.begin(
-                    agent, step, submission, log_so_far, reduce_chunks(log_so_far)
+                    agent, step, submission, log_so_far, reduce_chunks(log_so_far), inputs.path
                 )
             except ApplicationError:
                 await cancel_at_provider(provider, submission.provider_cursor)
@@ -143,6 +153,19 @@ class ModelStepActivity:
             await run_hook("on_turn_start", lambda: agent.on_turn_start(context), limit=limit)
         if recovering:
             add([start.notice])
+        tools = agent.tools()
+        client_tools = turn_client_tools(agent, submission)
+        state = step_state(reduce_chunks(log_so_far), step.step)
+        if state.finished:
+            # An earlier attempt streamed the whole step and died before returning it: its
+            # calls never ran (the workflow runs them once it has the step's result).
+            await writer.flush()
+            if recovering:
+                await self._recovery.completed(submission)
+            pending = pending_tool_calls(state)
+            reason = "tool-calls" if pending else "stop"
+            next_step = reduce_chunks(log_so_far).steps
+            return step_result(agent, model, tools, client_tools, pending, reason, next_step)
         add(
             await repair_transcript(
                 agent,
@@ -152,16 +175,7 @@ class ModelStepActivity:
                 submission_id=step.submission_id,
             )
         )
-        tools = agent.tools()
         state = step_state(reduce_chunks(log_so_far), step.step)
-        if state.finished:
-            # An earlier attempt streamed the whole step and died before returning it.
-            await writer.flush()
-            if recovering:
-                await self._recovery.completed(submission)
-            pending = pending_tool_calls(state)
-            reason = "tool-calls" if pending else "stop"
-            return step_result(agent, tools, pending, reason, reduce_chunks(log_so_far).steps)
         if state.started and state.has_tool_calls:
             # Its tool calls were settled above; the model goes on in a fresh step.
             add(close_open_text(state) + [{"type": "finish-step"}, {"type": "start-step"}])
@@ -196,24 +210,85 @@ class ModelStepActivity:
             )
         except Exception as error:
             raise required_hook_failure("instructions", error) from error
-        request = ModelRequest(
-            model=model.split(":", 1)[-1],
-            system=system,
-            conversation=to_conversation(history),
-            tools=[definition.spec for definition in tools.values()],
-            prefill=None if resume else state.prefill,
-            resume=resume,
-            max_output_tokens=agent.max_output_tokens,
-            thinking_budget_tokens=agent.thinking_budget_tokens,
-        )
-        chunker = await self._stream(provider, request, writer, state, log_step, agent, step)
-        writer.add(chunker.close() + [{"type": "finish-step"}])
+        provider_model = model.split(":", 1)[-1]
+        current = Overlaid(inputs.summary, history)
+
+        def request_for(seen: Overlaid) -> ModelRequest:
+            return ModelRequest(
+                model=provider_model,
+                system=with_summary(system, seen.summary),
+                conversation=to_conversation(seen.recent),
+                tools=[definition.spec for definition in tools.values()]
+                + [client_tool.spec for client_tool in client_tools.values()]
+                + [sub_agent.spec for sub_agent in agent.sub_agents],
+                prefill=None if resume else state.prefill,
+                resume=resume,
+                max_output_tokens=agent.max_output_tokens,
+                thinking_budget_tokens=agent.thinking_budget_tokens,
+            )
+
+        async def compacted(reason: str) -> ModelRequest | None:
+            nonlocal current
+            shorter = await self._compactor.compact(
+                agent=agent,
+                provider=provider,
+                model=provider_model,
+                system=system,
+                current=current,
+                session_id=step.session_id,
+                submission_id=step.submission_id,
+                reason=reason,
+            )
+            if shorter is None:
+                return None
+            current = shorter
+            return request_for(current)
+
+        request = request_for(current)
+        threshold = agent.compact_after_tokens
+        if (
+            threshold is not None
+            and estimate_tokens(request.system, request.conversation) > threshold
+        ):
+            request = await compacted("threshold") or request
+        with genai_spans.model_call(
+            model,
+            session_id=step.session_id,
+            max_output_tokens=request.max_output_tokens,
+            step=log_step,
+            attempt=activity.info().attempt,
+        ) as span:
+            chunker = await self._stream(
+                provider,
+                request,
+                writer,
+                state,
+                log_step,
+                agent,
+                step,
+                on_overflow=lambda: compacted("context_overflow"),
+            )
+            usage = chunker.finish
+            span.finished(
+                usage.reason if usage else None,
+                usage.input_tokens if usage else None,
+                usage.output_tokens if usage else None,
+            )
+        if usage is not None:
+            metrics.model_tokens(model, usage.input_tokens, usage.output_tokens)
+        writer.add(chunker.close())
+        made: list[tuple[str, str, bool]] = []
+        for call in chunker.tool_calls:
+            gated = await approval_needed(agent, tools.get(call.name), call, context)
+            if gated:
+                writer.add([approval_request(call.id)])
+            made.append((call.id, call.name, gated))
+        writer.add([{"type": "finish-step"}])
         await writer.flush()
         if recovering:
             await self._recovery.completed(submission)
-        made = [(call.id, call.name) for call in chunker.tool_calls]
         reason = chunker.finish.reason if chunker.finish else "other"
-        return step_result(agent, tools, made, reason, log_step + 1)
+        return step_result(agent, model, tools, client_tools, made, reason, log_step + 1)
 
     async def _stream(
         self,
@@ -224,9 +299,11 @@ class ModelStepActivity:
         log_step: int,
         agent: Agent,
         step: ModelStepInput,
+        on_overflow: Callable[[], Awaitable[ModelRequest | None]] | None = None,
     ) -> StepChunker:
-        """Stream the step; fall back from a lost resumable response to a prefill, and from a
-        refused prefill to regenerating the step."""
+        """Stream the step; fall back from a lost resumable response to a prefill, from a
+        refused prefill to regenerating the step, and from a full context window to a
+        compacted request (once)."""
         attempt = activity.info().attempt
         chunker = StepChunker(step.step, attempt=attempt, open_text_id=state.open_text_id)
         stall = agent.recovery.stall_timeout.total_seconds()
@@ -236,6 +313,7 @@ class ModelStepActivity:
                 await stream_into_log(provider, request, target, stall_timeout=stall)
                 return chunker
             except ProviderStalled:
+                metrics.provider_stalled(agent.model or self._default_model)
                 await writer.flush()
                 await emit(
                     self._db,
@@ -247,6 +325,7 @@ class ModelStepActivity:
                 )
                 raise
             except ProviderError as error:
+                metrics.provider_error(agent.model or self._default_model, error)
                 await writer.flush()
                 if request.resume is not None and not error.retryable:
                     # The failed re-attach may have streamed more of the step: continue from
@@ -260,6 +339,11 @@ class ModelStepActivity:
                         provider.continuation_for(request).via,
                     )
                     continue
+                if error.context_overflow and on_overflow is not None:
+                    shorter, on_overflow = await on_overflow(), None
+                    if shorter is not None:
+                        request = shorter
+                        continue
                 if error.prefill_rejected and request.prefill:
                     writer.add(chunker.close() + [REGENERATE_NOTICE])
                     request = request.model_copy(update={"prefill": None})
@@ -311,24 +395,70 @@ def turn_context(agent: Agent, submission: Submission) -> TurnContext:
     )
 
 
+async def approval_needed(
+    agent: Agent, definition: ToolDefinition | None, call: ToolCallEnd, context: TurnContext
+) -> bool:
+    """Whether the call waits for a person: fail closed, so a broken or slow `needs_approval`
+    function never lets a call run unapproved."""
+    if definition is None or definition.needs_approval is False:
+        return False
+    tool_context = ToolContext(
+        tenant_id=context.tenant_id,
+        session_id=context.session_id,
+        submission_id=context.submission_id,
+        tool_call_id=call.id,
+        agent=agent.name,
+    )
+    try:
+        return await call_hook(
+            f"needs_approval of {definition.name}",
+            lambda: definition.approval_needed(dict(call.arguments), tool_context),
+            limit=agent.hook_timeout.total_seconds(),
+        )
+    except Exception:
+        log.exception("needs_approval of tool %s failed; approval is required", definition.name)
+        return True
+
+
+def approval_request(tool_call_id: str) -> Chunk:
+    return {
+        "type": "tool-approval-request",
+        "approvalId": new_approval_id(),
+        "toolCallId": tool_call_id,
+    }
+
+
 def step_result(
     agent: Agent,
+    model: str,
     tools: dict[str, ToolDefinition],
-    calls: list[tuple[str, str]],
+    client_tools: dict[str, ClientTool],
+    calls: list[tuple[str, str, bool]],
     finish_reason: str,
     next_step: int,
 ) -> ModelStepResult:
-    """The step's result; `calls` are `(tool_call_id, tool_name)` for the workflow to run."""
-    return ModelStepResult(
-        finish_reason=finish_reason,
-        tool_calls=[
+    """The step's result; `calls` are `(tool_call_id, tool_name, approval requested)`."""
+    refs: list[ToolCallRef] = []
+    for call_id, name, gated in calls:
+        wait: WaitKind | None = None
+        if gated:
+            wait = "approval"
+        elif name in client_tools:
+            wait = "client"
+        sub_agent = agent.sub_agent(name)
+        refs.append(
             ToolCallRef(
                 tool_call_id=call_id,
                 tool_name=name,
                 idempotent=tools[name].idempotent if name in tools else True,
+                wait=wait,
+                sub_agent=sub_agent.agent if sub_agent else None,
             )
-            for call_id, name in calls
-        ],
+        )
+    return ModelStepResult(
+        finish_reason=finish_reason,
+        tool_calls=refs,
         max_steps=agent.max_steps,
         next_step=next_step,
+        model=model,
     )

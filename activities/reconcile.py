@@ -1,4 +1,8 @@
-"""The reconcile activity: repair submissions that no workflow is serving (DESIGN §3)."""
+"""The reconcile activity: repair submissions that no workflow is serving (DESIGN §3), and
+prune closed chunk logs past the retention period."""
+
+import logging
+from datetime import timedelta
 
 from temporalio import activity
 from temporalio.client import Client
@@ -9,20 +13,36 @@ from domain.names import RECONCILE_ACTIVITY
 from domain.payloads import FinishTurnInput, ReconcileInput, ReconcileReport
 from storage.chunks import LogWriter
 from storage.db import Database
+from storage.hygiene import prune_closed_logs
+from storage.sessions import chat_id_of
 from storage.submissions import stale_active
+from storage.timing import now
 from turn_control.client import start_turn, turn_state
 
 RECONCILER_WRITER = LogWriter(key="reconciler", attempt=1)
+PRUNE_BATCHES = 50
+"""Prune transactions per run at most (each bounded in logs and chunks): the rest waits for
+the next run, 2 minutes later."""
+
+log = logging.getLogger(__name__)
 
 
 class ReconcileActivity:
     def __init__(
-        self, *, db: Database, client: Client, task_queue: str, finisher: TurnFinisher
+        self,
+        *,
+        db: Database,
+        client: Client,
+        task_queue: str,
+        finisher: TurnFinisher,
+        chunk_retention: timedelta | None = None,
     ) -> None:
         self._db = db
         self._client = client
         self._task_queue = task_queue
         self._finisher = finisher
+        self._chunk_retention = chunk_retention
+        """None: closed chunk logs are kept forever."""
 
     @activity.defn(name=RECONCILE_ACTIVITY)
     async def reconcile(self, request: ReconcileInput) -> ReconcileReport:
@@ -32,8 +52,16 @@ class ReconcileActivity:
         report = ReconcileReport()
         for submission in await stale_active(self._db, older_than=request.older_than_seconds):
             state = await turn_state(self._client, submission.id)
+            if state == "missing" and submission.cancel_requested_at is not None:
+                state = "cancelled before it started"  # ended below, never run
             if state == "missing":
-                await start_turn(self._client, submission, task_queue=self._task_queue, eager=False)
+                await start_turn(
+                    self._client,
+                    submission,
+                    chat_id=await chat_id_of(self._db, session_id=submission.session_id),
+                    task_queue=self._task_queue,
+                    eager=False,
+                )
                 report.started.append(submission.id)
             elif state != "RUNNING":
                 await self._finisher.finish(
@@ -42,8 +70,10 @@ class ReconcileActivity:
                         session_id=submission.session_id,
                         assistant_message_id=submission.assistant_message_id,
                         agent=submission.agent,
-                        outcome="error",
-                        error_text=f"The turn's workflow ended ({state}) before finishing it.",
+                        outcome="aborted" if submission.cancel_requested_at else "error",
+                        error_text=None
+                        if submission.cancel_requested_at
+                        else f"The turn's workflow ended ({state}) before finishing it.",
                     ),
                     writer=RECONCILER_WRITER,
                 )
@@ -58,4 +88,25 @@ class ReconcileActivity:
                 action="started" if state == "missing" else "closed",
                 workflowState=state,
             )
+        report.pruned_logs = await self._prune()
         return report
+
+    async def _prune(self) -> int:
+        """Delete the chunks of logs closed longer ago than the retention period, in bounded
+        batches. A failure is logged, not raised: the repairs above are done, and the next run
+        prunes what this one could not."""
+        if self._chunk_retention is None:
+            return 0
+        before = now() - self._chunk_retention.total_seconds()
+        pruned = 0
+        try:
+            for _ in range(PRUNE_BATCHES):
+                batch = await prune_closed_logs(self._db, closed_before=before)
+                pruned += batch.logs
+                if batch.logs == 0:
+                    break
+        except Exception:
+            log.exception(
+                "pruning closed chunk logs failed after %d logs; the next run goes on", pruned
+            )
+        return pruned

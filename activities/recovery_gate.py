@@ -34,10 +34,11 @@ from perdure.agent import Agent
 from perdure.recovery import ChatRecoveryContext, RecoveryBootContext, RecoveryOptions
 from storage.db import Database
 from storage.incidents import load_incident, save_incident
-from storage.messages import active_path
+from storage.sessions import chat_id_of
 from storage.submissions import apply_recovery_plan, queued_after
 from storage.tables import Submission
 from storage.timing import now
+from telemetry import metrics
 from turn_control.client import signal_turn
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,10 @@ class RecoveryGate:
         submission: Submission,
         logged: list[Chunk],
         reduction: Reduction,
+        history: list[UIMessage],
     ) -> RecoveryStart:
+        """`history`: the active path after its newest summary, as the model step read it
+        (a long chat's whole path would be megabytes per message, read for nothing)."""
         policy = agent.recovery
         kind = recovery_kind(reduction)
         decision = evaluate_incident(
@@ -84,6 +88,7 @@ class RecoveryGate:
         )
         ids = {"session_id": submission.session_id, "submission_id": submission.id}
         if decision.detected:
+            metrics.recovery(kind, "detected")
             await emit(
                 self._db,
                 **ids,
@@ -92,6 +97,7 @@ class RecoveryGate:
                 kind=kind,
             )
         if decision.exhausted is not None:
+            metrics.recovery(kind, "exhausted")
             raise ApplicationError(
                 f"recovery exhausted ({decision.exhausted}): {incident.total_attempts - 1} "
                 f"recovery attempts in this turn, {incident.attempt - 1} in a row without progress",
@@ -108,7 +114,7 @@ class RecoveryGate:
             maxAttempts=policy.max_attempts,
             kind=kind,
         )
-        history = await active_path(self._db, session_id=submission.session_id)
+        metrics.recovery_attempt(kind)
         options = await self._ask(agent, step, submission, reduction, history, incident)
         if not options.continue_:
             skipped = incident.model_copy(
@@ -121,6 +127,7 @@ class RecoveryGate:
                 incident=skipped,
             )
             await emit(self._db, **ids, type="chat.recovery.skipped", reason="continue_disabled")
+            metrics.recovery(kind, "skipped")
             raise ApplicationError(
                 "recovery skipped: on_chat_recovery returned continue_=False",
                 {"persist": options.persist},
@@ -143,6 +150,7 @@ class RecoveryGate:
             session_id=submission.session_id,
             incident=incident.model_copy(update={"status": "completed"}),
         )
+        metrics.recovery(incident.kind, "completed")
         await emit(
             self._db,
             session_id=submission.session_id,
@@ -248,8 +256,15 @@ class RecoveryGate:
             skip=sorted(skipped),
             writer=current_writer(),
         )
+        chat_id = await chat_id_of(self._db, session_id=submission.session_id)
         for row in queued:
             if row.id not in skipped:
                 continue
             # Already `skipped` in the store; the signal just lets its workflow end.
-            await signal_turn(self._client, row, task_queue=self._task_queue, signal=SKIP_SIGNAL)
+            await signal_turn(
+                self._client,
+                row,
+                chat_id=chat_id,
+                task_queue=self._task_queue,
+                signal=SKIP_SIGNAL,
+            )

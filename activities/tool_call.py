@@ -10,7 +10,7 @@ from activities.model_step import stash_writer
 from domain.names import RUN_TOOL_ACTIVITY
 from domain.payloads import RunToolInput
 from domain.reducer import reduce_chunks
-from domain.repair import SETTLED_TOOL_STATES
+from domain.repair import is_settled
 from domain.turn_chunks import tool_error_chunk
 from domain.ui import Chunk
 from perdure.agent import Agent
@@ -21,6 +21,8 @@ from storage.bus import ChunkBus
 from storage.chunks import StaleWriter, append_chunks, claim_log, load_log
 from storage.db import Database
 from storage.submissions import get_submission
+from telemetry import genai_spans
+from telemetry.log_context import bind_ids
 
 
 class ToolCallActivity:
@@ -57,7 +59,7 @@ class ToolCallActivity:
             raise ApplicationError(
                 f"tool call {call.tool_call_id} is not in the log", non_retryable=True
             )
-        if part["state"] in SETTLED_TOOL_STATES:
+        if is_settled(part):
             return None  # never run a tool twice for one call
         name = part["type"].removeprefix("tool-")
         definition = agent.tools().get(name)
@@ -70,7 +72,11 @@ class ToolCallActivity:
             )
         submission = await get_submission(self._db, call.submission_id)
         if submission is None:
-            raise ApplicationError(f"submission {call.submission_id} is gone", non_retryable=True)
+            raise ApplicationError(
+                f"submission {call.submission_id} is no longer stored (session deleted)",
+                non_retryable=True,
+            )
+        bind_ids(tenant_id=submission.tenant_id)
         context = ToolContext(
             tenant_id=submission.tenant_id,
             session_id=submission.session_id,
@@ -97,10 +103,12 @@ async def _invoke(
         return tool_error_chunk(call_id, f"unknown tool {name!r}")
     raw_input = part.get("input")
     arguments: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
-    try:
-        output = await definition.invoke(agent, arguments, context)
-    except Exception as error:  # noqa: BLE001 - a tool's failure is told to the model
-        return tool_error_chunk(call_id, f"{type(error).__name__}: {error}")
+    with genai_spans.tool_call(name, call_id) as span:
+        try:
+            output = await definition.invoke(agent, arguments, context)
+        except Exception as error:  # noqa: BLE001 - a tool's failure is told to the model
+            span.failed(error)
+            return tool_error_chunk(call_id, f"{type(error).__name__}: {error}")
     return {
         "type": "tool-output-available",
         "toolCallId": call_id,

@@ -23,7 +23,7 @@ from tempfile import TemporaryDirectory
 
 import httpx
 
-from runtime.temporal_dev import dev_server
+from bench.split import split_stack
 from tests.databases import database_url, postgres_available
 from tests.fakeprovider.server import FakeProvider
 from tests.processes import PerdureProcess, wait_healthy
@@ -108,32 +108,9 @@ async def dev_mode(fake: FakeProvider, workdir: Path) -> AsyncIterator[str]:
 
 @asynccontextmanager
 async def split_mode(fake: FakeProvider, workdir: Path, backend: str) -> AsyncIterator[str]:
-    address = f"127.0.0.1:{free_port()}"
-    async with dev_server(
-        address=address,
-        ui_port=free_port(),
-        db_file=workdir / f"temporal-{backend}.db",
-        namespace="default",
-    ):
-        with database_url(backend, workdir) as url:
-            port = free_port()
-            env = {
-                **fake.env(),
-                "PERDURE_MODEL": "openai:gpt-bench",
-                "PERDURE_DATABASE_URL": url,
-                "PERDURE_DATA_DIR": str(workdir),
-                "PERDURE_PORT": str(port),
-                "TEMPORAL_ADDRESS": address,
-            }
-            worker = PerdureProcess("worker", env, workdir).start()
-            gateway = PerdureProcess("gateway", env, workdir).start()
-            try:
-                await wait_healthy(f"http://127.0.0.1:{port}", gateway)
-                await asyncio.sleep(1.0)  # let the worker finish connecting
-                yield f"http://127.0.0.1:{port}"
-            finally:
-                gateway.stop()
-                worker.stop()
+    with database_url(backend, workdir) as url:
+        async with split_stack(fake, workdir, url, name=backend, agents=None) as stack:
+            yield stack.url
 
 
 def report(name: str, samples: Samples) -> str:

@@ -1,26 +1,38 @@
-"""`perdure dev | worker | gateway | migrate`."""
+"""`perdure`: run Perdure (`dev`, `worker`, `gateway`, `migrate`, `temporal-setup`), or talk
+to a running gateway (`chat`, `sessions`, `open`)."""
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import os
 import signal
+import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import uvicorn
-from pydantic import ValidationError
 from temporalio.worker import Worker
 
+from commands.access_cli import ACCESS_COMMANDS, add_access_commands, run_access_command
+from commands.client_cli import CLIENT_COMMANDS, add_client_commands, run_client_command
+from commands.configuration import configured
+from commands.temporal_setup import temporal_setup
 from gateway.app import create_app
 from perdure.agents_registry import load_agents
 from runtime.loop_lag import watching_loop_lag
+from runtime.prompt_schedules import sync_declared_schedules
 from runtime.schedules import ensure_reconciler_schedule
 from runtime.services import Services, open_services
 from runtime.settings import Settings
+from runtime.temporal_connection import TemporalConnectionConfigError
 from runtime.temporal_dev import DevServerConfig, dev_server
+from runtime.temporal_setup import TemporalSetupNeeded
 from storage.migrate import migrate
+from telemetry.metrics_server import serve_metrics
+from telemetry.tracing import start_tracing, stop_tracing
 
 if TYPE_CHECKING:
     # The worker (and with it the provider SDKs) is imported only by the commands that run
@@ -43,6 +55,8 @@ def _gateway_server(services: Services | None, settings: Settings) -> uvicorn.Se
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=GATEWAY_SHUTDOWN_GRACE,
+        # JSON logs: uvicorn's records go through the root logger's JSON handler.
+        log_config=None if settings.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
     )
     return uvicorn.Server(config)
 
@@ -134,10 +148,13 @@ async def _dev(settings: Settings) -> None:
             from runtime.worker import ActivityTracker, build_worker
 
             tracker = ActivityTracker()
-            worker = build_worker(services, load_agents(settings.agents), tracker)
+            agents = load_agents(settings.agents)
+            worker = build_worker(services, agents, tracker)
             await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)
+            await sync_declared_schedules(services, agents)
             server = _gateway_server(services, settings)
             print(f"Perdure is running (model: {settings.model})")
+            print(f"  chat page    http://{settings.host}:{settings.port}/")
             print(f"  chat API     http://{settings.host}:{settings.port}/api/chat")
             print(f"  API docs     http://{settings.host}:{settings.port}/docs")
             print(f"  Temporal UI  http://127.0.0.1:{settings.ui_port}")
@@ -152,16 +169,54 @@ async def _worker(settings: Settings) -> None:
         from runtime.worker import ActivityTracker, build_worker
 
         tracker = ActivityTracker()
-        worker = build_worker(services, load_agents(settings.agents), tracker)
+        agents = load_agents(settings.agents)
+        worker = build_worker(services, agents, tracker)
         await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)
+        await sync_declared_schedules(services, agents)
         print(f"Perdure worker on {settings.temporal_address} (model: {settings.model})")
         await _until_stopped(_working(worker, tracker, settings.worker_shutdown_grace))
 
 
 async def _gateway(settings: Settings) -> None:
-    server = _gateway_server(None, settings)
-    print(f"Perdure gateway on http://{settings.host}:{settings.port}")
-    await _until_stopped(_serving(server))
+    # Opened before serving, so a Temporal that is not set up stops it with one clear line.
+    async with open_services(settings) as services:
+        server = _gateway_server(services, settings)
+        print(f"Perdure gateway on http://{settings.host}:{settings.port}")
+        await _until_stopped(_serving(server))
+
+
+@contextlib.contextmanager
+def _telemetry(settings: Settings, command: str) -> Iterator[None]:
+    """Traces (when an OTLP endpoint is set) and, where a worker runs, its `/metrics` on
+    `PERDURE_METRICS_PORT` (when set), for as long as the command runs. Started before any
+    Temporal client exists, so a port in use stops the command with one line."""
+    metrics = None
+    if settings.metrics_port is not None and command in ("dev", "worker"):
+        token = settings.metrics_token
+        try:
+            metrics = serve_metrics(
+                settings.host,
+                settings.metrics_port,
+                token=token.get_secret_value() if token else None,
+            )
+        except OSError as error:
+            raise SystemExit(
+                f"perdure: cannot serve metrics on {settings.host}:{settings.metrics_port} "
+                f"(PERDURE_METRICS_PORT): {error}"
+            ) from None
+    if settings.tracing_enabled:
+        endpoint = settings.otlp_traces_endpoint or settings.otlp_endpoint or ""
+        start_tracing(
+            endpoint=endpoint,
+            service_name=f"perdure-{command}",
+            protocol=settings.otlp_traces_protocol_used,
+        )
+    try:
+        yield
+    finally:
+        stop_tracing()
+        if metrics is not None:
+            metrics.close()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -171,23 +226,46 @@ def main(argv: list[str] | None = None) -> None:
     commands.add_parser("worker", help="run a worker (workflows and activities)")
     commands.add_parser("gateway", help="run the HTTP gateway")
     commands.add_parser("migrate", help="bring the store's schema up to date")
+    commands.add_parser(
+        "temporal-setup", help="register Perdure's search attributes in the Temporal namespace"
+    )
+    add_client_commands(commands)
+    add_access_commands(commands)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    try:
-        settings = Settings()
-    except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in problem['loc'])}: "
-            f"{problem['msg'].removeprefix('Value error, ')}"
-            for problem in error.errors(include_url=False, include_input=False)
-        )
-        raise SystemExit(f"perdure: invalid configuration: {problems}") from None
+    if args.command in CLIENT_COMMANDS:  # clients of a gateway: no settings, no logging
+        raise SystemExit(run_client_command(args))
+    settings = configured()
+    if args.command in ACCESS_COMMANDS:  # the store only, as `migrate`
+        raise SystemExit(run_access_command(args, settings))
     if args.command == "migrate":
         migrate(settings.resolved_database_url())
         print("schema is up to date")
         return
-    run = {"dev": _dev, "worker": _worker, "gateway": _gateway}[args.command]
-    asyncio.run(run(settings))
+    try:
+        if args.command == "temporal-setup":
+            print(asyncio.run(temporal_setup(settings)))
+        else:
+            run = {"dev": _dev, "worker": _worker, "gateway": _gateway}[args.command]
+            with _telemetry(settings, args.command):
+                asyncio.run(run(settings))
+    except (TemporalSetupNeeded, TemporalConnectionConfigError) as error:
+        _leave(1, f"perdure: {error}")
+    _leave(0)
+
+
+def _leave(code: int, message: str = "") -> NoReturn:
+    """Ends a command that held a Temporal client without interpreter teardown.
+
+    The client's Rust threads can outlive the event loop and abort finalization with
+    "PyGILState_Release: thread state … must be current" (temporalio/sdk-python#300), which
+    turns a command that did its work into a crash with exit code -6.
+    """
+    if message:
+        print(message, file=sys.stderr)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

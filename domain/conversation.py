@@ -57,6 +57,14 @@ def _output_text(output: Any) -> str:
     return output if isinstance(output, str) else json.dumps(output, separators=(",", ":"))
 
 
+def _denial_text(part: dict[str, Any]) -> str:
+    approval = part.get("approval")
+    reason = approval.get("reason") if isinstance(approval, dict) else None
+    if reason:
+        return f"The tool call was not run: it was denied ({reason})."
+    return "The tool call was not run: it was denied."
+
+
 def _assistant_items(message: UIMessage) -> list[ConversationItem]:
     """One assistant item per step, each followed by the results of its tool calls."""
     items: list[ConversationItem] = []
@@ -96,7 +104,7 @@ def _assistant_items(message: UIMessage) -> list[ConversationItem]:
                     )
                 )
             elif state in ("output-error", "output-denied"):
-                error = part.get("errorText") or "The tool call was denied."
+                error = part.get("errorText") or _denial_text(part)
                 results.append(
                     ToolResultItem(
                         tool_call_id=call.id, tool_name=call.name, output=str(error), is_error=True

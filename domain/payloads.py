@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, Field
 
+from domain.turn_labels import TurnLabels
+
 Outcome = Literal["completed", "aborted", "error", "skipped"]
 
 
@@ -18,12 +20,17 @@ class TurnInput(BaseModel):
     agent: str
     admitted: bool = False
     """True when the gateway already claimed the session; otherwise wait for the admit signal."""
+    admit_at: float | None = None
+    """A debounced turn (epoch seconds): from then on it admits itself if the session is idle;
+    until then a later submission may take its messages over (it is skipped)."""
 
 
 class TurnResult(BaseModel):
     outcome: Outcome
     steps: int
     """Model steps in the answer's log."""
+    error: str | None = None
+    """Why the turn ended in error: what the Temporal UI shows as the workflow's result."""
 
 
 class ModelStepInput(BaseModel):
@@ -37,10 +44,17 @@ class ModelStepInput(BaseModel):
     from a new one."""
 
 
+WaitKind = Literal["approval", "client"]
+
+
 class ToolCallRef(BaseModel):
     tool_call_id: str
     tool_name: str
     idempotent: bool = True
+    wait: WaitKind | None = None
+    """The turn parks for this call: a person's approval, or the client's output."""
+    sub_agent: str | None = None
+    """The agent that answers this call in a child turn."""
 
 
 class ModelStepResult(BaseModel):
@@ -50,6 +64,8 @@ class ModelStepResult(BaseModel):
     next_step: int = Field(validation_alias=AliasChoices("next_step", "log_steps"))
     """The `step` of the next call: the steps in the log afterwards (a repair may add one).
     Histories recorded before the rename carry it as `log_steps`."""
+    model: str | None = None
+    """The model the agent ran (`openai:gpt-4.1-mini`): named in the next steps' summaries."""
 
 
 class RunToolInput(BaseModel):
@@ -58,6 +74,70 @@ class RunToolInput(BaseModel):
     assistant_message_id: str
     agent: str
     tool_call_id: str
+
+
+class ParkTurnInput(BaseModel):
+    submission_id: str
+    session_id: str
+    assistant_message_id: str
+    agent: str
+    tool_call_ids: list[str] = Field(min_length=1)
+
+
+class WaitRef(BaseModel):
+    wait_id: str
+    tool_call_id: str
+    timeout_seconds: float = Field(ge=0)
+    """Left of the wait when the park was recorded (a retried park never extends it)."""
+
+
+class ParkTurnResult(BaseModel):
+    waits: list[WaitRef]
+
+
+class ResumeTurnInput(BaseModel):
+    submission_id: str
+    session_id: str
+    assistant_message_id: str
+    agent: str
+    wait_ids: list[str]
+    """Every wait of the park; those still unanswered have run out of time."""
+
+
+class ResumeTurnResult(BaseModel):
+    run: list[ToolCallRef] = Field(default_factory=list)
+    """Approved calls: the workflow runs them as if the model had just made them."""
+
+
+class SubTurnInput(BaseModel):
+    """A sub-agent call of the parent turn these ids name."""
+
+    submission_id: str
+    session_id: str
+    assistant_message_id: str
+    agent: str
+    tool_call_id: str
+    tool_name: str
+
+
+class SubTurnStart(BaseModel):
+    child: TurnInput | None = None
+    """The child turn to run; None when the call was settled at once (a bad task)."""
+    labels: TurnLabels | None = None
+    """The child's search attributes and summary (None in histories recorded before them)."""
+
+
+class RelaySubTurnInput(BaseModel):
+    call: SubTurnInput
+    child_submission_id: str
+    child_message_id: str
+    settle: bool = False
+    """Only settle the call from the child's closed log (no live relay)."""
+
+
+class RelaySubTurnResult(BaseModel):
+    settled: bool
+    """False when the child parked (it waits for its own approvals): settle after it ends."""
 
 
 class FinishTurnInput(BaseModel):
@@ -85,3 +165,14 @@ class ReconcileReport(BaseModel):
     """Active submissions that had no workflow (their gateway died before starting it)."""
     closed: list[str] = Field(default_factory=list)
     """Active submissions whose workflow had ended without finishing them (e.g. terminated)."""
+    pruned_logs: int = 0
+    """Closed chunk logs whose chunks were deleted after the retention period."""
+
+
+class AdmitDebouncedInput(BaseModel):
+    submission_id: str
+
+
+class AdmitDebouncedResult(BaseModel):
+    admitted: bool
+    """False: a turn runs ahead of it (whose end admits it) or a later submission took it over."""

@@ -29,6 +29,25 @@ class Reduction:
     def text(self) -> str:
         return "".join(str(p.get("text", "")) for p in self.parts if p["type"] == "text")
 
+    @property
+    def parked(self) -> bool:
+        """The turn ended its stream to wait for approvals or client tool outputs: its last
+        `finish` (tool-calls) left calls open, and a continuation (`start`) may follow."""
+        return (
+            self.terminal == "finish"
+            and self.finish_reason == "tool-calls"
+            and bool(self.awaiting_parts())
+        )
+
+    def awaiting_parts(self) -> list[dict[str, Any]]:
+        """Tool parts waiting for an approval, or for a result nobody on the server makes."""
+        return [
+            part
+            for part in self.parts
+            if part.get("toolCallId") is not None
+            and part.get("state") in ("approval-requested", "input-available")
+        ]
+
     def tool_part(self, tool_call_id: str) -> dict[str, Any] | None:
         for part in self.parts:
             if part.get("toolCallId") == tool_call_id:
@@ -63,6 +82,8 @@ class _Reducer:
         kind = str(chunk.get("type", ""))
         out = self.out
         if kind == "start":
+            # A `start` after a terminal chunk continues a parked turn: the message is open again.
+            out.terminal = out.finish_reason = out.error_text = None
             if chunk.get("messageId"):
                 out.message_id = str(chunk["messageId"])
             self._merge_metadata(chunk)
@@ -112,11 +133,29 @@ class _Reducer:
         elif kind == "tool-output-available":
             part = self._tool(chunk)
             part.update(state="output-available", output=chunk.get("output"))
+            if chunk.get("preliminary"):
+                part["preliminary"] = True
+            else:
+                part.pop("preliminary", None)
+            if isinstance(part.get("approval"), dict):
+                part["approval"].setdefault("approved", True)
         elif kind == "tool-output-error":
             part = self._tool(chunk)
             part.update(state="output-error", errorText=chunk.get("errorText"))
+            part.pop("preliminary", None)
+            part.pop("output", None)
         elif kind == "tool-output-denied":
-            self._tool(chunk)["state"] = "output-denied"
+            part = self._tool(chunk)
+            part["state"] = "output-denied"
+            # `reason` is Perdure's (the v6 chunk has only the call id; its schema is loose):
+            # the stored part carries it as the AI SDK client's own part does after a denial.
+            approval = part.get("approval")
+            part["approval"] = {
+                **(approval if isinstance(approval, dict) else {}),
+                "approved": False,
+            }
+            if chunk.get("reason"):
+                part["approval"]["reason"] = str(chunk["reason"])
         elif kind in ("source-url", "source-document", "file"):
             out.parts.append({k: v for k, v in chunk.items() if k != "providerMetadata"})
         elif kind.startswith("data-"):

@@ -7,7 +7,9 @@ from domain.ui import Chunk
 
 INTERRUPTED_TOOL_TEXT = "The tool call was interrupted before a result was recorded."
 SETTLED_TOOL_STATES = frozenset({"output-available", "output-error", "output-denied"})
-UNTOUCHED_TOOL_STATES = frozenset({"approval-requested", "approval-responded"})
+UNTOUCHED_TOOL_STATES = frozenset({"approval-responded"})
+"""A client-side state; it never appears in a log. An `approval-requested` call still open
+when a model step or the turn's end comes is settled like any other: its wait is over."""
 
 
 def is_tool_part(part: dict[str, Any]) -> bool:
@@ -15,12 +17,18 @@ def is_tool_part(part: dict[str, Any]) -> bool:
     return part_type.startswith("tool-") or part_type == "dynamic-tool"
 
 
+def is_settled(part: dict[str, Any]) -> bool:
+    """The call has its result: a preliminary output (a sub-agent still answering) is not one."""
+    return part.get("state") in SETTLED_TOOL_STATES and not part.get("preliminary")
+
+
 def unsettled_tool_parts(reduction: Reduction) -> list[dict[str, Any]]:
     return [
         part
         for part in reduction.parts
         if is_tool_part(part)
-        and part.get("state") not in SETTLED_TOOL_STATES | UNTOUCHED_TOOL_STATES
+        and not is_settled(part)
+        and part.get("state") not in UNTOUCHED_TOOL_STATES
     ]
 
 
@@ -69,6 +77,5 @@ def settled_parts_only(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         part
         for part in parts
-        if part["type"] == "step-start"
-        or (is_tool_part(part) and part.get("state") in SETTLED_TOOL_STATES)
+        if part["type"] == "step-start" or (is_tool_part(part) and is_settled(part))
     ]

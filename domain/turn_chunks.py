@@ -30,13 +30,22 @@ def close_open_text(state: StepState) -> list[Chunk]:
     return [{"type": "text-end", "id": state.open_text_id}] if state.open_text_id else []
 
 
-def pending_tool_calls(state: StepState) -> list[tuple[str, str]]:
-    """`(tool_call_id, tool_name)` of the step's calls that still await their result."""
+def pending_tool_calls(state: StepState) -> list[tuple[str, str, bool]]:
+    """`(tool_call_id, tool_name, approval requested)` of the step's calls that still await
+    their result."""
     return [
-        (part["toolCallId"], part["type"].removeprefix("tool-"))
+        (
+            part["toolCallId"],
+            part["type"].removeprefix("tool-"),
+            part.get("state") == "approval-requested",
+        )
         for part in state.current_parts
-        if is_tool_part(part) and part.get("state") == "input-available"
+        if is_tool_part(part) and part.get("state") in ("input-available", "approval-requested")
     ]
+
+
+def denied_chunk(tool_call_id: str, reason: str) -> Chunk:
+    return {"type": "tool-output-denied", "toolCallId": tool_call_id, "reason": reason}
 
 
 _UNSETTLED_BECAUSE = {
@@ -54,7 +63,10 @@ def settle_open_tool_calls(logged: list[Chunk], reason: str) -> list[Chunk]:
     answer each `tool_call_id`; Anthropic: each `tool_use` needs a `tool_result`)."""
     chunks: list[Chunk] = []
     for part in unsettled_tool_parts(reduce_chunks(logged)):
-        chunks += repair_chunks(part, {**default_repair(part), "errorText": reason})
+        if part.get("state") == "approval-requested":
+            chunks.append(denied_chunk(part["toolCallId"], reason))
+        else:
+            chunks += repair_chunks(part, {**default_repair(part), "errorText": reason})
     return chunks
 
 
@@ -63,10 +75,11 @@ def closing_chunks(
 ) -> list[Chunk]:
     """The chunks that end the log, unless an earlier attempt already ended it."""
     reduction = reduce_chunks(logged)
-    if reduction.terminal is not None:
+    if reduction.terminal is not None and not reduction.parked:
         return []
     closing: list[Chunk] = []
-    if not logged:
+    if not logged or reduction.parked:
+        # A parked turn's stream ended at its park: the ending is a continuation of its own.
         closing.append(start_chunk(turn.assistant_message_id, turn.submission_id))
     ending = "exhausted" if turn.exhausted else turn.outcome
     closing += settle_open_tool_calls(logged, _UNSETTLED_BECAUSE[ending])
@@ -86,7 +99,8 @@ def closing_chunks(
     elif turn.outcome == "aborted":
         closing.append({"type": "abort", "reason": "user-cancelled"})
     elif turn.outcome == "skipped":
-        closing.append({"type": "abort", "reason": "skipped-by-recovery"})
+        # Why it was skipped, when the store says (a later submission took it over).
+        closing.append({"type": "abort", "reason": turn.error_text or "skipped-by-recovery"})
     else:
         closing.append({"type": "error", "errorText": turn.error_text or "The turn failed."})
     return closing

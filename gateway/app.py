@@ -6,12 +6,25 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
+from gateway.access import install_access
 from gateway.errors import install_error_handlers
 from gateway.middleware import RequestIdMiddleware
-from gateway.routes import chat, health, sessions
+from gateway.routes import (
+    branches,
+    chat,
+    fibers,
+    health,
+    metrics,
+    schedules,
+    sessions,
+    submissions,
+    waits,
+)
 from gateway.schemas import ERROR_RESPONSES
+from gateway.web import install_web
 from runtime.services import Services, open_services
 from runtime.settings import Settings
+from telemetry.tracing import instrument_app
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -41,7 +54,16 @@ def create_app(*, services: Services | None = None, settings: Settings | None = 
     if services is not None:
         app.state.services = services
     install_error_handlers(app)
+    install_access(app, services.settings if services is not None else settings or Settings())
     app.include_router(chat.router)
     app.include_router(sessions.router)
+    app.include_router(submissions.router)
+    app.include_router(branches.router)
+    app.include_router(waits.router)
+    app.include_router(schedules.router)
+    app.include_router(fibers.router)
     app.include_router(health.router)
+    app.include_router(metrics.router)
+    install_web(app)
+    instrument_app(app)  # traced when tracing is on (telemetry/tracing.py)
     return app

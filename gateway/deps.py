@@ -7,6 +7,7 @@ from fastapi import Depends, Path, Request
 from gateway.errors import ApiError
 from gateway.schemas import SESSION_ID_PATTERN
 from runtime.services import Services
+from storage.api_keys import KEY_PREFIX, any_stored_key, find_key
 from storage.sessions import get_session
 from storage.tables import ChatSession
 
@@ -17,23 +18,38 @@ async def _services(request: Request) -> Services:
 
 
 ServicesDep = Annotated[Services, Depends(_services)]
+MAX_KEY = 200
+"""Longer than any stored key (`pk_` and 43 characters): not looked up."""
 
 
 async def _tenant(request: Request, services: ServicesDep) -> str:
-    """Bearer key → tenant (PERDURE_API_KEYS); without keys configured, tenant `default`."""
-    keys = services.settings.api_keys
-    if keys is None:
-        return "default"
+    """Bearer key → its tenant: one of PERDURE_API_KEYS, or an active key in the store
+    (`perdure keys create`), looked up by its hash on every request, so a revocation holds at
+    once on every gateway. While neither source has a key (the store counts revoked ones too),
+    there is no authentication: every caller is tenant `default`, and a key sent is ignored."""
     scheme, _, presented = request.headers.get("authorization", "").partition(" ")
-    tenant = keys.tenant_for(presented.strip())
-    if scheme.lower() != "bearer" or tenant is None:
-        raise ApiError(401, "unauthorized", "a valid 'Authorization: Bearer <key>' is required")
-    return tenant
+    presented = presented.strip()
+    env_keys = services.settings.api_keys
+    if scheme.lower() == "bearer" and presented:
+        tenant = env_keys.tenant_for(presented) if env_keys is not None else None
+        if tenant is not None:
+            return tenant
+        if presented.startswith(KEY_PREFIX) and len(presented) <= MAX_KEY:
+            stored = await find_key(services.db, presented)
+            if stored is not None and stored.revoked_at is None:
+                return stored.tenant_id
+    if env_keys is None and not await any_stored_key(services.db):
+        return "default"
+    raise _unauthorized()
+
+
+def _unauthorized() -> ApiError:
+    return ApiError(401, "unauthorized", "a valid 'Authorization: Bearer <key>' is required")
 
 
 TenantDep = Annotated[str, Depends(_tenant)]
 SessionIdPath = Annotated[
-    str, Path(pattern=SESSION_ID_PATTERN, description="The session (chat) id.")
+    str, Path(pattern=SESSION_ID_PATTERN, description="The session (chat) id, per tenant.")
 ]
 
 
@@ -44,8 +60,8 @@ def session_not_found(session_id: str) -> ApiError:
 async def _owned_session(
     session_id: SessionIdPath, services: ServicesDep, tenant: TenantDep
 ) -> ChatSession:
-    """The path's session, if it belongs to the caller's tenant; otherwise a 404."""
-    session = await get_session(services.db, tenant_id=tenant, session_id=session_id)
+    """The caller's tenant's session with the path's chat id; otherwise a 404."""
+    session = await get_session(services.db, tenant_id=tenant, chat_id=session_id)
     if session is None:
         raise session_not_found(session_id)
     return session

@@ -12,20 +12,22 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from gateway.request_id import current_request_id
-from storage.errors import MessageConflict, SessionNotFound
+from runtime.temporal_setup import SETUP_COMMAND, search_attributes_missing
+from storage.branches import MessageNotFound, SessionExists
+from storage.concurrency import SessionBusy
+from storage.errors import MessageConflict, StoreError, SubmissionConflict
+from turn_control.rpc import TRANSIENT_RPC_STATUSES
 
 log = logging.getLogger("perdure.gateway")
 
 RETRY_AFTER_SECONDS = 5
 """What a 503 tells the client to wait before it retries."""
-TRANSIENT_RPC_STATUSES = frozenset(
-    {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.RESOURCE_EXHAUSTED}
-)
 STORE_UNAVAILABLE = "store_unavailable"
 TEMPORAL_UNAVAILABLE = "temporal_unavailable"
+TEMPORAL_SETUP_REQUIRED = "temporal_setup_required"
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
@@ -98,6 +100,18 @@ def response_for(error: Exception, request: str = "") -> JSONResponse:
         return _unavailable_response(
             STORE_UNAVAILABLE, "The store cannot be reached; nothing was changed. Retry shortly."
         )
+    if search_attributes_missing(error):
+        log.error(
+            "Temporal refused a turn (request %s): %s; run `%s`",
+            request_id,
+            _first_line(error),
+            SETUP_COMMAND,
+        )
+        return _unavailable_response(
+            TEMPORAL_SETUP_REQUIRED,
+            "Temporal is not set up for Perdure (its search attributes are missing); nothing "
+            f"was changed. An operator must run `{SETUP_COMMAND}`, then retry.",
+        )
     if temporal_unreachable(error):
         log.warning("Temporal unreachable (request %s): %s", request_id, _first_line(error))
         return _unavailable_response(
@@ -142,12 +156,15 @@ def install_error_handlers(app: FastAPI) -> None:
             headers=getattr(error, "headers", None),
         )
 
-    @app.exception_handler(SessionNotFound)
-    async def _not_found(_: Request, error: SessionNotFound) -> JSONResponse:
+    @app.exception_handler(MessageNotFound)
+    async def _not_found(_: Request, error: StoreError) -> JSONResponse:
         return error_response(404, error.code, str(error))
 
     @app.exception_handler(MessageConflict)
-    async def _conflict(_: Request, error: MessageConflict) -> JSONResponse:
+    @app.exception_handler(SubmissionConflict)
+    @app.exception_handler(SessionBusy)
+    @app.exception_handler(SessionExists)
+    async def _conflict(_: Request, error: StoreError) -> JSONResponse:
         return error_response(409, error.code, str(error))
 
     @app.exception_handler(sa_exc.SQLAlchemyError)

@@ -2,11 +2,11 @@
 
 import re
 import uuid
-from contextvars import ContextVar, Token
+
+from telemetry.log_context import REQUEST_ID, RequestScope, close_request, open_request
 
 REQUEST_ID_HEADER = "x-request-id"
 _SANE = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
-_current: ContextVar[str | None] = ContextVar("perdure_request_id", default=None)
 
 
 def choose_request_id(incoming: str | None) -> str:
@@ -18,12 +18,13 @@ def choose_request_id(incoming: str | None) -> str:
 
 def current_request_id() -> str:
     """The id of the request being served (set by the request id middleware)."""
-    return _current.get() or "unknown"
+    return REQUEST_ID.get() or "unknown"
 
 
-def bind_request_id(request_id: str) -> Token[str | None]:
-    return _current.set(request_id)
+def bind_request_id(request_id: str) -> RequestScope:
+    """Also what logs carry (telemetry/log_context.py), with the ids the request binds later."""
+    return open_request(request_id)
 
 
-def unbind_request_id(token: Token[str | None]) -> None:
-    _current.reset(token)
+def unbind_request_id(scope: RequestScope) -> None:
+    close_request(scope)

@@ -1,16 +1,51 @@
 """Request and response bodies of the HTTP API."""
 
-import copy
+import json
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from domain.concurrency import MAX_DEBOUNCE_MS, ConcurrencyStrategy
 from domain.ui import UIMessage
+from gateway.body import inlined
 from storage.tables import ChatSession
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9_\-.:]{1,200}$"
 AGENT_PATTERN = r"^[A-Za-z0-9_\-.]{1,200}$"
+
+
+TOOL_NAME_PATTERN = r"^[A-Za-z0-9_\-]{1,64}$"
+WEEK_SECONDS = 7 * 24 * 3600.0
+
+
+class ClientToolDeclaration(BaseModel):
+    """A tool the client runs, declared with the request: offered to the model in this turn."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    description: str = Field(min_length=1, max_length=4000)
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}},
+        description="The JSON schema of the arguments (an object schema)",
+    )
+    timeoutSeconds: float = Field(  # noqa: N815 - wire name
+        default=WEEK_SECONDS, gt=0, le=365 * 24 * 3600.0
+    )
+
+    @model_validator(mode="after")
+    def _object_schema(self) -> "ClientToolDeclaration":
+        if self.parameters.get("type") != "object":
+            raise ValueError(f"tool {self.name}: parameters must be an object schema")
+        if len(json.dumps(self.parameters)) > 16_000:
+            raise ValueError(f"tool {self.name}: parameters are over 16,000 characters")
+        return self
+
+
+def check_debounce(concurrency: ConcurrencyStrategy | None, debounce_ms: int | None) -> None:
+    if debounce_ms is not None and concurrency != "debounce":
+        raise ValueError('`debounceMs` goes with `"concurrency": "debounce"` only')
 
 
 class ChatRequest(BaseModel):
@@ -24,11 +59,38 @@ class ChatRequest(BaseModel):
     trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
     messageId: str | None = Field(default=None, max_length=200)  # noqa: N815 - wire name
     agent: str | None = Field(default=None, pattern=AGENT_PATTERN)
+    concurrency: ConcurrencyStrategy | None = Field(
+        default=None,
+        description="What this message does if a turn runs (default: the agent's strategy)",
+    )
+    debounceMs: int | None = Field(  # noqa: N815 - wire name
+        default=None,
+        ge=1,
+        le=MAX_DEBOUNCE_MS,
+        description="With `concurrency: debounce`: the quiet period in ms (default: the agent's)",
+    )
+    tools: list[ClientToolDeclaration] | None = Field(
+        default=None,
+        max_length=64,
+        description="Client tools for this turn, beside the agent's: a call parks the turn "
+        "until the client sends the output.",
+    )
+
+    @field_validator("tools")
+    @classmethod
+    def _distinct_names(
+        cls, tools: list[ClientToolDeclaration] | None
+    ) -> list[ClientToolDeclaration] | None:
+        names = [tool.name for tool in tools or []]
+        if len(set(names)) != len(names):
+            raise ValueError("two tools have the same name")
+        return tools
 
     @model_validator(mode="after")
     def _one_new_message(self) -> "ChatRequest":
         if self.message is None and not self.messages:
             raise ValueError("send `messages` (non-empty) or `message`")
+        check_debounce(self.concurrency, self.debounceMs)
         return self
 
     def new_message(self) -> UIMessage:
@@ -36,24 +98,6 @@ class ChatRequest(BaseModel):
             return self.message
         assert self.messages
         return self.messages[-1]
-
-
-def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
-    """`schema` with its `$defs` references replaced by the definitions (no recursion here)."""
-    definitions = schema.pop("$defs", {})
-
-    def resolve(node: Any) -> Any:
-        if isinstance(node, dict):
-            reference = node.get("$ref")
-            if isinstance(reference, str) and reference.startswith("#/$defs/"):
-                return resolve(copy.deepcopy(definitions[reference.removeprefix("#/$defs/")]))
-            return {key: resolve(value) for key, value in node.items()}
-        if isinstance(node, list):
-            return [resolve(item) for item in node]
-        return node
-
-    resolved: dict[str, Any] = resolve(schema)
-    return resolved
 
 
 PART_TYPE_PATTERN = (
@@ -67,7 +111,7 @@ def _chat_request_schema() -> dict[str, Any]:
     """`ChatRequest` for the OpenAPI document, with what the route checks beyond the model
     (a new message, known part types, text parts' `text`), so that clients and fuzzers see
     the real contract."""
-    schema = _inlined(ChatRequest.model_json_schema())
+    schema = inlined(ChatRequest.model_json_schema())
     for message in (
         schema["properties"]["message"]["anyOf"][0],
         schema["properties"]["messages"]["anyOf"][0]["items"],
@@ -124,22 +168,39 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 class SessionPublic(BaseModel):
-    id: str
+    id: str = Field(description="The chat id (per tenant)")
     title: str
     agent: str
-    status: Literal["idle", "running"]
+    status: Literal["idle", "running", "waiting"] = Field(
+        description="`waiting`: the running turn is parked on approvals or client tool calls "
+        "(see `/approvals` and `/tool-calls`)"
+    )
     created_at: datetime
     updated_at: datetime
+    parent_session_id: str | None = Field(
+        default=None, description="A sub-agent's session: the chat id of the one that called it"
+    )
+    parent_tool_call_id: str | None = Field(
+        default=None, description="A sub-agent's session: the tool call it answers"
+    )
 
     @classmethod
-    def of(cls, chat: ChatSession) -> "SessionPublic":
+    def of(
+        cls, chat: ChatSession, *, parent_chat_id: str | None, waiting: bool = False
+    ) -> "SessionPublic":
+        """`parent_chat_id`: the chat id of the parent session (stored by its key)."""
+        status: Literal["idle", "running", "waiting"] = "idle"
+        if chat.running_submission_id:
+            status = "waiting" if waiting else "running"
         return cls(
-            id=chat.id,
+            id=chat.chat_id,
             title=chat.title,
             agent=chat.agent,
-            status="running" if chat.running_submission_id else "idle",
+            status=status,
             created_at=datetime.fromtimestamp(chat.created_at, UTC),
             updated_at=datetime.fromtimestamp(chat.updated_at, UTC),
+            parent_session_id=parent_chat_id,
+            parent_tool_call_id=chat.parent_tool_call_id,
         )
 
 
@@ -165,3 +226,56 @@ class EventPublic(BaseModel):
 class StopResult(BaseModel):
     success: bool
     submissionId: str | None  # noqa: N815 - wire name
+
+
+MAX_REASON_CHARS = 2000
+
+
+class ApprovalAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    approved: bool
+    reason: str | None = Field(default=None, max_length=MAX_REASON_CHARS)
+
+
+class ClientToolOutput(BaseModel):
+    """Exactly one of `output` (any JSON) and `errorText`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    output: Any = None
+    errorText: str | None = Field(  # noqa: N815 - wire name
+        default=None, min_length=1, max_length=MAX_REASON_CHARS
+    )
+
+    @model_validator(mode="after")
+    def _one_answer(self) -> "ClientToolOutput":
+        given = {"output", "errorText"} & self.model_fields_set
+        if len(given) != 1:
+            raise ValueError("send exactly one of `output` and `errorText`")
+        return self
+
+
+class _WaitPublic(BaseModel):
+    toolCallId: str  # noqa: N815 - wire names
+    toolName: str  # noqa: N815
+    input: Any
+    submissionId: str  # noqa: N815
+    requestedAt: datetime  # noqa: N815
+    expiresAt: datetime  # noqa: N815
+
+
+class ApprovalPublic(_WaitPublic):
+    approvalId: str  # noqa: N815 - wire name
+
+
+class ClientToolCallPublic(_WaitPublic):
+    pass
+
+
+class WaitAnswerResult(BaseModel):
+    id: str = Field(description="The approval id, or the client wait's id")
+    toolCallId: str  # noqa: N815 - wire names
+    status: str = Field(description="`approved`, `denied` or `answered`")
+    submissionId: str  # noqa: N815
+    changed: bool = Field(description="False when the same answer was already recorded")

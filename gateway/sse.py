@@ -16,10 +16,11 @@ from fastapi.responses import StreamingResponse
 
 from domain.ui import TERMINAL_CHUNK_TYPES, Chunk
 from gateway.errors import ApiError
-from storage.chunks import read_chunks
+from storage.chunks import log_closed, read_chunks, read_log
 from storage.db import Database
 from storage.log_watch import LogWatcher
 from storage.submissions import get_submission
+from telemetry.metrics import RelayMeter
 
 KEEP_ALIVE_SECONDS = 15.0
 MAX_SEQ = 2**31 - 1
@@ -60,6 +61,22 @@ class Cursor:
         return -1
 
 
+def cursor_from(last_event_id: str | None, after: int | None) -> Cursor | None:
+    if after is not None:
+        return Cursor(seq=after)
+    if last_event_id is None:
+        return None
+    cursor = Cursor.parse(last_event_id)
+    if cursor is None:
+        raise ApiError(
+            400,
+            "bad_cursor",
+            f"Last-Event-ID must be an event id (`<submission id>:<seq>`) or a seq "
+            f"from -1 to {MAX_SEQ}",
+        )
+    return cursor
+
+
 def event_id(submission_id: str, seq: int) -> str:
     return f"{submission_id}:{seq}"
 
@@ -67,6 +84,21 @@ def event_id(submission_id: str, seq: int) -> str:
 def _event(submission_id: str, seq: int, chunk: Chunk) -> str:
     data = json.dumps(chunk, separators=(",", ":"))
     return f"id: {event_id(submission_id, seq)}\ndata: {data}\n\n"
+
+
+def is_park(chunk: Chunk) -> bool:
+    """The `finish` a turn writes when it parks for approvals or client tool outputs (a
+    finished turn's `finish` with this reason is its log's last chunk: the log is closed)."""
+    return chunk.get("type") == "finish" and chunk.get("finishReason") == "tool-calls"
+
+
+def ends_stream(chunk: Chunk, *, continued: bool) -> bool:
+    """A terminal chunk ends the stream, unless it is a park whose continuation is already
+    in the log: a replay goes on through it, as the AI SDK rebuilds the message from the
+    whole log. A park at the end of what is logged ends the stream: the client answers."""
+    if chunk.get("type") not in TERMINAL_CHUNK_TYPES:
+        return False
+    return not (continued and is_park(chunk))
 
 
 async def relay(
@@ -77,18 +109,23 @@ async def relay(
     submission_id: str,
     after: int,
     first: list[tuple[int, Chunk]] | None = None,
+    meter: RelayMeter | None = None,
 ) -> AsyncIterator[str]:
     """Every logged chunk after `after`, once, in order, until the log's terminal chunk.
 
     `first` is the log's first read, when the caller has done it already. The stream reads
     nothing itself after that: the process's `watcher` hands it the rows that follow.
+    `meter` measures each chunk once it is written to the client (the next item is asked
+    for only then).
     """
+    meter = meter or RelayMeter()
     rows = await read_chunks(db, message_id=message_id, after=after) if first is None else first
     cursor = after
-    for seq, chunk in rows:
+    for index, (seq, chunk) in enumerate(rows):
         yield _event(submission_id, seq, chunk)
+        meter.relayed(chunk)
         cursor = seq
-        if chunk.get("type") in TERMINAL_CHUNK_TYPES:
+        if ends_stream(chunk, continued=index + 1 < len(rows)):
             yield "data: [DONE]\n\n"
             return
     quiet_since = time.monotonic()
@@ -98,9 +135,10 @@ async def relay(
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(quiet_since + KEEP_ALIVE_SECONDS - time.monotonic()):
                     rows = await follow.next()
-            for seq, chunk in rows:
+            for index, (seq, chunk) in enumerate(rows):
                 yield _event(submission_id, seq, chunk)
-                if chunk.get("type") in TERMINAL_CHUNK_TYPES:
+                meter.relayed(chunk, follow.committed_at(seq))
+                if ends_stream(chunk, continued=index + 1 < len(rows)):
                     yield "data: [DONE]\n\n"
                     return
             if rows:
@@ -119,6 +157,16 @@ async def _opened(events: AsyncIterator[str]) -> AsyncIterator[str]:
         yield event
 
 
+async def _metered(events: AsyncIterator[str], meter: RelayMeter) -> AsyncIterator[str]:
+    """`events`, counted among the active streams from their first event to their end."""
+    meter.opened()
+    try:
+        async for event in events:
+            yield event
+    finally:
+        meter.closed()
+
+
 async def _done() -> AsyncIterator[str]:
     yield "data: [DONE]\n\n"
 
@@ -130,16 +178,32 @@ async def stream_response(
     message_id: str,
     submission_id: str,
     cursor: Cursor | None,
+    accepted_at: float | None = None,
 ) -> StreamingResponse:
     """The stream of `submission_id`'s answer after `cursor` (from its start without one).
+
+    `accepted_at` (`time.monotonic()`): when the new message this answers was accepted, for
+    the time-to-first-token metric.
 
     The log's first read happens here, before the response, so a failing store is a JSON
     error rather than a stream that breaks before its first event. A bare seq past the end
     of the log comes from an earlier turn's answer: this one is sent from its start; an event
     id of this turn past its end is refused; one at its closing chunk gets just `[DONE]`.
+    A log pruned after the retention period is a `410`, unless the cursor is at its end.
     """
     after = -1 if cursor is None else cursor.after_in(submission_id)
-    rows = await read_chunks(db, message_id=message_id, after=after)
+    read = await read_log(db, message_id=message_id, after=after)
+    if read.pruned:
+        if cursor is not None and after == read.last_seq:
+            return _response(_done(), submission_id)  # the client has seen all of it
+        raise ApiError(
+            410,
+            "answer_pruned",
+            "This answer's stream is no longer kept (closed chunk logs are deleted after "
+            "PERDURE_CHUNK_RETENTION_HOURS); the answer itself is in the session's messages.",
+            submissionId=submission_id,
+        )
+    rows = read.rows
     if cursor is not None and not rows and after >= 0:
         at_cursor = await read_chunks(db, message_id=message_id, after=after - 1)
         if not at_cursor:  # seqs run 0, 1, 2…: no row at `after` means it is past the end
@@ -150,11 +214,26 @@ async def stream_response(
             after = -1
             rows = await read_chunks(db, message_id=message_id, after=after)
         elif at_cursor[0][1].get("type") in TERMINAL_CHUNK_TYPES:
-            return _response(_done(), submission_id)
+            if not is_park(at_cursor[0][1]):
+                return _response(_done(), submission_id)
+            # After a park the client waits for the continuation, which this stream follows.
+            # A log closed by now was closed with its ending (a stop while parked), possibly
+            # after the first read: read again, or the client would miss that ending.
+            if await log_closed(db, message_id=message_id):
+                rows = await read_chunks(db, message_id=message_id, after=after)
+                if not rows:
+                    return _response(_done(), submission_id)
+    meter = RelayMeter(accepted_at)
     events = relay(
-        db, watcher, message_id=message_id, submission_id=submission_id, after=after, first=rows
+        db,
+        watcher,
+        message_id=message_id,
+        submission_id=submission_id,
+        after=after,
+        first=rows,
+        meter=meter,
     )
-    return _response(events if rows else _opened(events), submission_id)
+    return _response(_metered(events if rows else _opened(events), meter), submission_id)
 
 
 def _response(events: AsyncIterator[str], submission_id: str) -> StreamingResponse:

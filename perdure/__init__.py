@@ -3,6 +3,15 @@
 from domain.policy import RecoveryPolicy
 from domain.recovery_boot import RecoveryBoot
 from perdure.agent import Agent, TurnContext
+from perdure.fibers import (
+    FiberCancelled,
+    FiberContext,
+    FiberStart,
+    FiberState,
+    fiber,
+    run_fiber,
+    start_fiber,
+)
 from perdure.recovery import (
     ChatRecoveryContext,
     ExhaustedContext,
@@ -10,18 +19,30 @@ from perdure.recovery import (
     RecoveryOptions,
     stash,
 )
-from perdure.tools import ToolContext, tool
+from perdure.schedules import PromptSchedule
+from perdure.sub_agents import SubAgent
+from perdure.tools import ClientTool, ToolContext, tool
 
 __all__ = [
     "Agent",
     "ChatRecoveryContext",
+    "ClientTool",
     "ExhaustedContext",
+    "FiberCancelled",
+    "FiberContext",
+    "FiberStart",
+    "FiberState",
     "RecoveryBoot",
     "RecoveryBootContext",
     "RecoveryOptions",
+    "PromptSchedule",
     "RecoveryPolicy",
+    "SubAgent",
     "ToolContext",
     "TurnContext",
+    "fiber",
+    "run_fiber",
+    "start_fiber",
     "stash",
     "tool",
 ]

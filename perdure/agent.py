@@ -1,19 +1,24 @@
 """`Agent`: a chat agent defined in plain Python (model, system prompt, tools, hooks)."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar
 
+from domain.concurrency import DEFAULT_DEBOUNCE_MS, ConcurrencyStrategy
 from domain.policy import RecoveryPolicy
 from domain.recovery_boot import RecoveryBoot
 from domain.repair import default_repair
+from perdure.fibers import FiberContext, FiberDefinition, fiber_definition
 from perdure.recovery import (
     ChatRecoveryContext,
     ExhaustedContext,
     RecoveryBootContext,
     RecoveryOptions,
 )
-from perdure.tools import ToolDefinition, tool_definition
+from perdure.schedules import PromptSchedule
+from perdure.sub_agents import SubAgent
+from perdure.tools import ClientTool, ToolDefinition, tool_definition
 
 
 @dataclass(frozen=True)
@@ -47,8 +52,32 @@ class Agent:
     """The time limit of every hook call (and of `instructions()`)."""
     max_tool_output_bytes: ClassVar[int] = 1_000_000
     """A tool output larger than this (as JSON) is cut, with a visible marker."""
+    max_persisted_messages: ClassVar[int | None] = None
+    """Keep at most this many messages per session (None: all): after each turn the oldest
+    beyond it are deleted, and the oldest kept message of the active path becomes its root."""
     thinking_budget_tokens: ClassVar[int | None] = None
     """Anthropic extended thinking: the budget in tokens, or None for no thinking."""
+    fiber_max_age: ClassVar[timedelta] = timedelta(hours=24)
+    """An interrupted fiber created longer ago than this is not recovered: it ends `error`
+    (`@fiber(max_age=…)` overrides it per fiber)."""
+    schedules: ClassVar[Sequence[PromptSchedule]] = ()
+    """Prompts this agent is sent on a schedule (docs/schedules.md); workers keep their
+    Temporal Schedules in step when they start."""
+    client_tools: ClassVar[tuple[ClientTool, ...]] = ()
+    """Tools the client runs: a call parks the turn until the client sends the output."""
+    compact_after_tokens: ClassVar[int | None] = None
+    """Summarize the older part of a conversation once what the model would see passes this
+    many tokens (estimated); None: only when the provider says the context is full."""
+    compact_keep_messages: ClassVar[int] = 6
+    """Messages a compaction keeps as they are (the newest), at least."""
+    concurrency: ClassVar[ConcurrencyStrategy] = "queue"
+    """What a message sent while a turn runs does (a request may choose otherwise): see
+    docs/api.md#concurrency."""
+    debounce: ClassVar[timedelta] = timedelta(milliseconds=DEFAULT_DEBOUNCE_MS)
+    """With `concurrency = "debounce"`: how long no new message must come before a turn
+    starts (at most a minute)."""
+    sub_agents: ClassVar[tuple[SubAgent, ...]] = ()
+    """Other agents the model may call as tools (each answers in a child turn)."""
 
     def tools(self) -> dict[str, ToolDefinition]:
         found: dict[str, ToolDefinition] = {}
@@ -58,6 +87,9 @@ class Agent:
                 if definition is not None:
                     found[definition.name] = definition
         return found
+
+    def sub_agent(self, name: str) -> SubAgent | None:
+        return next((s for s in self.sub_agents if s.name == name), None)
 
     async def instructions(self, ctx: TurnContext) -> str:
         """The system prompt for this turn; override to make it dynamic."""
@@ -88,3 +120,21 @@ class Agent:
         """Choose what a recovered turn continues from, and which queued follow-ups run after
         it and in what order (default: `ctx.default`)."""
         return ctx.default
+
+    def fibers(self) -> dict[str, FiberDefinition]:
+        found: dict[str, FiberDefinition] = {}
+        for klass in reversed(type(self).__mro__):
+            for member in vars(klass).values():
+                definition = fiber_definition(member)
+                if definition is not None:
+                    found[definition.name] = definition
+        return found
+
+    async def on_fiber_complete(self, ctx: FiberContext, result: Any) -> None:
+        """Called when a fiber of this agent completes, with its result (at least once: a
+        worker dying right after it may see it called again)."""
+
+    async def on_fiber_recovered(self, ctx: FiberContext) -> None:
+        """Called before a fiber interrupted by a crash runs again, with `ctx.snapshot` (its
+        last stash): reconnect to external work here. `ctx.stash()` works; a failure or a
+        timeout is logged and the fiber runs anyway."""

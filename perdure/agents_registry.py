@@ -3,6 +3,7 @@
 import importlib
 import inspect
 
+from domain.concurrency import MAX_DEBOUNCE_MS, STRATEGIES, Concurrency
 from perdure.agent import Agent
 from perdure.default_agent import DefaultAgent
 
@@ -11,14 +12,44 @@ class UnknownAgent(LookupError):
     pass
 
 
-def _refuse_unsupported(agent: Agent) -> None:
-    """An option the code accepts either works or is refused: approvals do not work yet."""
-    for definition in agent.tools().values():
-        if definition.needs_approval:
+def _check_tools(agent: Agent) -> None:
+    """A model sees one tool per name: client tools and sub-agents may not shadow another."""
+    seen = set(agent.tools())
+    extras = [t.name for t in agent.client_tools] + [s.name for s in agent.sub_agents]
+    for name in extras:
+        if name in seen:
             raise ValueError(
-                f"agent {agent.name!r}: tool {definition.name!r} has needs_approval=True, but "
-                "tool approvals are not supported yet; remove needs_approval to serve this agent"
+                f"agent {agent.name!r}: two tools are named {name!r} (a client tool's or "
+                "sub-agent's name must differ from every other tool's)"
             )
+        seen.add(name)
+
+
+def _check_limits(agent: Agent) -> None:
+    limit = agent.max_persisted_messages
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(
+            f"agent {agent.name!r}: max_persisted_messages must be None (keep every message) "
+            f"or a whole number of at least 1, not {limit!r}"
+        )
+
+
+def _check_concurrency(agent: Agent) -> None:
+    if agent.concurrency not in STRATEGIES:
+        raise ValueError(
+            f"agent {agent.name!r}: concurrency must be one of {', '.join(STRATEGIES)}, "
+            f"not {agent.concurrency!r}"
+        )
+    milliseconds = agent.debounce.total_seconds() * 1000
+    if not 1 <= milliseconds <= MAX_DEBOUNCE_MS:
+        raise ValueError(
+            f"agent {agent.name!r}: debounce must be between 1 ms and "
+            f"{MAX_DEBOUNCE_MS // 1000} s, not {agent.debounce}"
+        )
+
+
+def served_concurrency(agent: Agent) -> Concurrency:
+    return Concurrency(agent.concurrency, debounce_ms=round(agent.debounce.total_seconds() * 1000))
 
 
 class AgentRegistry:
@@ -27,11 +58,21 @@ class AgentRegistry:
             raise ValueError("no agents to serve")
         self._agents: dict[str, Agent] = {}
         for agent in agents:
-            _refuse_unsupported(agent)
+            _check_tools(agent)
+            _check_limits(agent)
+            _check_concurrency(agent)
             if agent.name in self._agents:
                 raise ValueError(f"two agents are named {agent.name!r}")
             self._agents[agent.name] = agent
         self._first = agents[0]
+        for agent in agents:
+            for sub in agent.sub_agents:
+                try:
+                    self.resolve(sub.agent)
+                except UnknownAgent as error:
+                    raise ValueError(
+                        f"agent {agent.name!r}: sub-agent {sub.name!r}: {error}"
+                    ) from None
 
     def resolve(self, name: str) -> Agent:
         """By name; `default` falls back to the first agent when none is named so."""

@@ -3,8 +3,10 @@
 import functools
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -28,6 +30,15 @@ class ToolContext:
     agent: str
 
 
+ApprovalCheck = Callable[[dict[str, Any], ToolContext], bool | Awaitable[bool]]
+"""`needs_approval` as a function of the call: `(arguments, ctx) -> bool`, sync or async."""
+
+DEFAULT_WAIT_TIMEOUT = timedelta(days=7)
+"""How long a turn waits for an approval or a client tool's output before it goes on without."""
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+"""What every provider accepts as a tool name (OpenAI: `^[a-zA-Z0-9_-]{1,64}$`)."""
+
+
 class ToolArgumentsError(ValueError):
     """The model called a tool with arguments that do not match its signature."""
 
@@ -39,7 +50,8 @@ class ToolDefinition:
     arguments: type[BaseModel]
     function: ToolFunction
     idempotent: bool
-    needs_approval: bool
+    needs_approval: bool | ApprovalCheck
+    approval_timeout: timedelta = DEFAULT_WAIT_TIMEOUT
     context_parameter: str | None = None
     """The name of the parameter that receives the `ToolContext`, if the tool asks for one."""
 
@@ -49,6 +61,14 @@ class ToolDefinition:
         schema = self.arguments.model_json_schema()
         schema.pop("title", None)
         return ToolSpec(name=self.name, description=self.description, parameters=schema)
+
+    async def approval_needed(self, arguments: dict[str, Any], context: ToolContext) -> bool:
+        if isinstance(self.needs_approval, bool):
+            return self.needs_approval
+        decided = self.needs_approval(arguments, context)
+        if inspect.isawaitable(decided):
+            decided = await decided
+        return bool(decided)
 
     async def invoke(self, owner: object, arguments: dict[str, Any], context: ToolContext) -> Any:
         try:
@@ -90,18 +110,35 @@ def _arguments_model(function: ToolFunction) -> type[BaseModel]:
     return model
 
 
+def _checked_wait_timeout(owner: str, timeout: timedelta) -> timedelta:
+    if timeout <= timedelta(0) or timeout > timedelta(days=365):
+        raise ValueError(f"{owner}: the wait timeout must be above 0 and at most 365 days")
+    return timeout
+
+
 def _define(
-    function: ToolFunction, *, name: str | None, idempotent: bool, needs_approval: bool
+    function: ToolFunction,
+    *,
+    name: str | None,
+    idempotent: bool,
+    needs_approval: bool | ApprovalCheck,
+    approval_timeout: timedelta,
 ) -> ToolFunction:
     if not inspect.iscoroutinefunction(function):
         raise TypeError(f"tool {function.__name__} must be an async method")
+    tool_name = name or function.__name__
+    if not TOOL_NAME.match(tool_name):
+        raise ValueError(f"tool {tool_name!r}: a name is 1-64 of A-Z a-z 0-9 _ -")
+    if not isinstance(needs_approval, bool) and not callable(needs_approval):
+        raise TypeError(f"tool {tool_name}: needs_approval is a bool or a callable")
     definition = ToolDefinition(
-        name=name or function.__name__,
+        name=tool_name,
         description=inspect.getdoc(function) or function.__name__,
         arguments=_arguments_model(function),
         function=function,
         idempotent=idempotent,
         needs_approval=needs_approval,
+        approval_timeout=_checked_wait_timeout(f"tool {tool_name}", approval_timeout),
         context_parameter=_context_parameter(function),
     )
     function.__perdure_tool__ = definition  # type: ignore[attr-defined]
@@ -114,7 +151,11 @@ def tool(function: ToolFunction, /) -> ToolFunction: ...
 
 @overload
 def tool(
-    *, name: str | None = None, idempotent: bool = True, needs_approval: bool = False
+    *,
+    name: str | None = None,
+    idempotent: bool = True,
+    needs_approval: bool | ApprovalCheck = False,
+    approval_timeout: timedelta = DEFAULT_WAIT_TIMEOUT,
 ) -> Callable[[ToolFunction], ToolFunction]: ...
 
 
@@ -124,22 +165,55 @@ def tool(
     *,
     name: str | None = None,
     idempotent: bool = True,
-    needs_approval: bool = False,
+    needs_approval: bool | ApprovalCheck = False,
+    approval_timeout: timedelta = DEFAULT_WAIT_TIMEOUT,
 ) -> ToolFunction | Callable[[ToolFunction], ToolFunction]:
     """Mark an async agent method as a tool; its docstring is the description.
 
     `idempotent=False` means a retry after a crash must not run it again: an interrupted call
     is reported to the model as an error instead. A parameter annotated `ToolContext` receives
-    the caller's tenant and session. `needs_approval=True` is refused when the agent loads:
-    tool approvals are not supported yet.
+    the caller's tenant and session.
+
+    `needs_approval=True`, or a function `(arguments, ctx) -> bool` deciding per call, parks the
+    turn until a person approves or denies the call (in band through the AI SDK, or by REST);
+    a function that fails or passes the agent's `hook_timeout` means approval is needed. An
+    unanswered call is denied after `approval_timeout`.
     """
-    if function is not None:
-        return _define(function, name=name, idempotent=idempotent, needs_approval=needs_approval)
 
     def decorate(inner: ToolFunction) -> ToolFunction:
-        return _define(inner, name=name, idempotent=idempotent, needs_approval=needs_approval)
+        return _define(
+            inner,
+            name=name,
+            idempotent=idempotent,
+            needs_approval=needs_approval,
+            approval_timeout=approval_timeout,
+        )
 
-    return decorate
+    return decorate(function) if function is not None else decorate
+
+
+@dataclass(frozen=True)
+class ClientTool:
+    """A tool the client runs (in the browser, say): the model may call it, the turn parks
+    until the client sends its output (the AI SDK's `addToolOutput`, or REST), and an
+    unanswered call ends as an error after `timeout`."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    """The JSON schema of the arguments object."""
+    timeout: timedelta = DEFAULT_WAIT_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if not TOOL_NAME.match(self.name):
+            raise ValueError(f"client tool {self.name!r}: a name is 1-64 of A-Z a-z 0-9 _ -")
+        if self.parameters.get("type") != "object":
+            raise ValueError(f"client tool {self.name}: parameters must be an object schema")
+        _checked_wait_timeout(f"client tool {self.name}", self.timeout)
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
 
 
 def tool_definition(member: object) -> ToolDefinition | None:

@@ -9,12 +9,15 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from runtime.settings import Settings
+from runtime.temporal_connection import connection_options
+from runtime.temporal_setup import require_search_attributes
 from storage.bus import ChunkBus
 from storage.db import Database
 from storage.log_appender import LogAppender
 from storage.log_watch import LogWatcher
 from storage.migrate import migrate
 from storage.pg_listener import listen_forever
+from telemetry.tracing import temporal_interceptors
 
 
 @dataclass
@@ -30,11 +33,18 @@ class Services:
 
 
 async def connect_temporal(settings: Settings) -> Client:
-    return await Client.connect(
+    """Connect, and refuse a namespace without Perdure's search attributes (every start of a
+    turn would fail there): `TemporalSetupNeeded` says to run `perdure temporal-setup`."""
+    client = await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
         data_converter=pydantic_data_converter,
+        # Traced (when tracing is on): this client's calls, and the worker built on it.
+        interceptors=temporal_interceptors(),
+        **connection_options(),
     )
+    await require_search_attributes(client, settings.temporal_namespace)
+    return client
 
 
 @contextlib.asynccontextmanager

@@ -4,14 +4,17 @@ import hashlib
 import hmac
 import os
 import re
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+from urllib.parse import quote
 
-from pydantic import Field, GetCoreSchemaHandler, field_validator
+from pydantic import Field, GetCoreSchemaHandler, SecretStr, field_validator, model_validator
 from pydantic_core import core_schema
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from domain.names import DEFAULT_TASK_QUEUE
+from domain.access import Rate, parse_origins
+from domain.names import DEFAULT_TASK_QUEUE, turn_workflow_id
 from storage.urls import default_sqlite_url
 
 
@@ -24,6 +27,8 @@ def _default_model() -> str:
 
 
 API_KEYS_FORMAT = "key:tenant,key2:tenant2"
+OTLP_PROTOCOLS = ("http/protobuf", "grpc")
+"""The OTLP protocols the trace exporter speaks (OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL)."""
 _API_KEY = re.compile(r"^[\x21-\x7e]{1,500}$")
 """Printable ASCII without spaces: what fits in `Authorization: Bearer <key>`."""
 _TENANT = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
@@ -129,17 +134,79 @@ class Settings(BaseSettings):
     host: str = Field(default="127.0.0.1", alias="PERDURE_HOST")
     port: int = Field(default=8000, alias="PERDURE_PORT", ge=0, le=65535)
     api_keys: ApiKeys | None = Field(default=None, alias="PERDURE_API_KEYS")
-    """`key:tenant,key2:tenant2`, validated at start. Unset: no authentication, every caller is
-    tenant `default`."""
+    """`key:tenant,key2:tenant2`, validated at start. With neither these nor an active key in the
+    store (`perdure keys create`), there is no authentication: every caller is tenant `default`."""
+    # Access
+    rate_limit: Annotated[Rate | None, NoDecode] = Field(default=None, alias="PERDURE_RATE_LIMIT")
+    """Submissions each tenant may create, e.g. `60/minute`: a token bucket per tenant in the
+    store, shared by every gateway. A tenant's own rate (`perdure tenants set`) overrides it.
+    Unset: no limit."""
+    cors_origins: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(), alias="PERDURE_CORS_ORIGINS"
+    )
+    """Browser origins allowed to call the API (`scheme://host[:port]`, comma-separated, or
+    `*`). Unset: no CORS headers at all."""
+    cors_credentials: bool = Field(default=False, alias="PERDURE_CORS_CREDENTIALS")
+    """Let browsers send cookies and HTTP auth cross-origin (never with `*`). Bearer keys in
+    `Authorization` need no credentials mode."""
     max_message_bytes: int = Field(default=1_000_000, alias="PERDURE_MAX_MESSAGE_BYTES", gt=0)
     poll_interval: float = Field(default=0.02, alias="PERDURE_POLL_INTERVAL", gt=0)
     """Seconds between log reads when no wake-up bus reaches this gateway."""
     worker_shutdown_grace: float = Field(default=30.0, alias="PERDURE_WORKER_SHUTDOWN_GRACE", gt=0)
+    chunk_retention_hours: float = Field(
+        default=168.0, alias="PERDURE_CHUNK_RETENTION_HOURS", ge=0, allow_inf_nan=False
+    )
+    """Hours a closed answer's chunk log is kept for resumes before the reconciler deletes its
+    chunks (the stored message stays); 0 keeps them forever."""
     """Seconds a stopping worker gives its running activities before handing them over."""
     ui_port: int = Field(default=8233, alias="PERDURE_TEMPORAL_UI_PORT")
+    temporal_ui_url: str | None = Field(default=None, alias="PERDURE_TEMPORAL_UI_URL")
+    """The Temporal UI that turn links point at; unset: the dev server's, on `ui_port`."""
     temporal_dev_config: Path = Field(
         default=Path("temporal-dev.yml"), alias="PERDURE_TEMPORAL_DEV_CONFIG"
     )
+    # Telemetry
+    log_format: str = Field(default="text", alias="PERDURE_LOG_FORMAT")
+    """`text` (the default) or `json`: one JSON object a line, with the request, tenant,
+    session and submission ids of the work that logged it (telemetry/json_logs.py)."""
+    metrics_port: int | None = Field(default=None, alias="PERDURE_METRICS_PORT", ge=0, le=65535)
+    """The worker's Prometheus endpoint (`/metrics` on `PERDURE_HOST`); unset: none; 0: a free
+    port, logged. The gateway serves `/metrics` on its own port whatever this says."""
+    metrics_token: SecretStr | None = Field(default=None, alias="PERDURE_METRICS_TOKEN")
+    """Unset: `/metrics` is open (it holds aggregates only, no tenant or session ids). Set:
+    scrapes must send `Authorization: Bearer <token>`."""
+    otlp_endpoint: str | None = Field(default=None, alias="OTEL_EXPORTER_OTLP_ENDPOINT")
+    otlp_traces_endpoint: str | None = Field(
+        default=None, alias="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+    )
+    """Either one turns tracing on; the exporter reads the other standard
+    `OTEL_EXPORTER_OTLP_*` variables (headers, timeout) itself."""
+    otlp_protocol: str | None = Field(default=None, alias="OTEL_EXPORTER_OTLP_PROTOCOL")
+    otlp_traces_protocol: str | None = Field(
+        default=None, alias="OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+    )
+    """`http/protobuf` (the default) or `grpc`; the traces one wins."""
+    otel_sdk_disabled: bool = Field(default=False, alias="OTEL_SDK_DISABLED")
+    """True turns tracing off even with an endpoint set."""
+
+    @field_validator("rate_limit", mode="before")
+    @classmethod
+    def _rate(cls, value: object) -> object:
+        return Rate.parse(value) if isinstance(value, str) else value
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _exact_origins(cls, value: object) -> object:
+        return parse_origins(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _no_wildcard_with_credentials(self) -> "Settings":
+        if self.cors_credentials and "*" in self.cors_origins:
+            raise ValueError(
+                "PERDURE_CORS_ORIGINS=* with PERDURE_CORS_CREDENTIALS would let any site act "
+                "with a visitor's credentials: list exact origins"
+            )
+        return self
 
     @field_validator("model")
     @classmethod
@@ -151,6 +218,57 @@ class Settings(BaseSettings):
                 "or anthropic:<model>"
             )
         return value
+
+    @field_validator("log_format")
+    @classmethod
+    def _known_log_format(cls, value: str) -> str:
+        if value.strip().lower() not in ("text", "json"):
+            raise ValueError("PERDURE_LOG_FORMAT must be text or json")
+        return value.strip().lower()
+
+    @field_validator("otlp_endpoint", "otlp_traces_endpoint")
+    @classmethod
+    def _http_endpoint(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(
+                "an OTLP endpoint must be an http:// or https:// URL (for gRPC too: the "
+                "scheme says whether the connection uses TLS)"
+            )
+        return value
+
+    @field_validator("otlp_protocol", "otlp_traces_protocol")
+    @classmethod
+    def _built_in_protocol(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if value.strip() not in OTLP_PROTOCOLS:
+            raise ValueError(
+                "Perdure exports traces as OTLP over http/protobuf or grpc: the protocol must "
+                "be one of these (or unset); http/json is not built in"
+            )
+        return value.strip()
+
+    @property
+    def otlp_traces_protocol_used(self) -> str:
+        return self.otlp_traces_protocol or self.otlp_protocol or "http/protobuf"
+
+    @property
+    def tracing_enabled(self) -> bool:
+        """Traces are exported when an OTLP endpoint is set and the SDK is not disabled."""
+        return (
+            self.otlp_endpoint is not None or self.otlp_traces_endpoint is not None
+        ) and not self.otel_sdk_disabled
+
+    def chunk_retention(self) -> timedelta | None:
+        """None when closed chunk logs are kept forever."""
+        return timedelta(hours=self.chunk_retention_hours) if self.chunk_retention_hours else None
+
+    def turn_ui_url(self, submission_id: str) -> str:
+        """The Temporal UI page of a submission's turn workflow."""
+        base = (self.temporal_ui_url or f"http://127.0.0.1:{self.ui_port}").rstrip("/")
+        namespace = quote(self.temporal_namespace, safe="")
+        workflow_id = quote(turn_workflow_id(submission_id), safe="")
+        return f"{base}/namespaces/{namespace}/workflows/{workflow_id}"
 
     def resolved_database_url(self) -> str:
         return self.database_url or default_sqlite_url(self.data_dir)

@@ -13,6 +13,11 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from runtime.temporal_setup import add_search_attributes
 
 
 class DevServerConfig(BaseModel):
@@ -69,6 +74,32 @@ def is_listening(host: str, port: int) -> bool:
     return False
 
 
+SERVING_TIMEOUT = 30.0
+
+
+async def wait_serving(address: str, namespace: str) -> Client:
+    """A client, once the server answers for `namespace`: its port opens before its frontend
+    is healthy, and a client connecting in between fails with "Frontend is not healthy yet"."""
+    deadline = asyncio.get_running_loop().time() + SERVING_TIMEOUT
+    while True:
+        try:
+            client = await Client.connect(address, namespace=namespace)
+            await client.workflow_service.describe_namespace(
+                DescribeNamespaceRequest(namespace=namespace)
+            )
+            return client
+        except RuntimeError as error:
+            failure: Exception = error
+        except RPCError as error:
+            failure = error
+        if asyncio.get_running_loop().time() > deadline:
+            raise RuntimeError(
+                f"the Temporal dev server at {address} is not serving after "
+                f"{SERVING_TIMEOUT:.0f} s: {failure}"
+            )
+        await asyncio.sleep(0.2)
+
+
 @contextlib.asynccontextmanager
 async def dev_server(
     *,
@@ -108,6 +139,10 @@ async def dev_server(
             await asyncio.sleep(0.1)
         else:
             raise RuntimeError("the Temporal dev server did not start within 30 s")
+        client = await wait_serving(address, namespace)
+        # Not `start-dev --search-attribute`: that registers them only in a new data file, and
+        # `.perdure/temporal.db` may predate them. This is what `perdure temporal-setup` does.
+        await add_search_attributes(client, namespace)
         yield process
     finally:
         process.terminate()

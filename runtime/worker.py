@@ -16,15 +16,23 @@ from temporalio.worker import (
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.admission import AdmitDebouncedActivity
+from activities.fiber import serve_fibers
 from activities.finish import FinishTurnActivity, TurnFinisher
 from activities.model_step import ModelStepActivity
+from activities.parking import ParkTurnActivity, ResumeTurnActivity
 from activities.providers import provider_for
 from activities.reconcile import ReconcileActivity
+from activities.scheduled_prompt import ScheduledPromptActivity
+from activities.sub_agents import SubAgentActivities
 from activities.tool_call import ToolCallActivity
 from perdure.agents_registry import AgentRegistry
 from runtime.services import Services
 from storage.log_appender import LogAppender
+from telemetry.log_context import LogContextInterceptor
 from workflows import ReconcilerWorkflow, TurnWorkflow
+from workflows.fiber import FiberWorkflow
+from workflows.scheduled_prompt import ScheduledPromptWorkflow
 
 log = logging.getLogger("perdure.worker")
 
@@ -102,23 +110,47 @@ def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[
         default_model=services.settings.model,
         provider_for=provider_for,
     )
+    sub_agents = SubAgentActivities(db=db, bus=bus, agents=agents)
     return [
         model.model_step,
         ToolCallActivity(db=db, bus=bus, agents=agents).run_tool,
+        ParkTurnActivity(db=db, bus=bus, agents=agents).park_turn,
+        ResumeTurnActivity(db=db, bus=bus, agents=agents).resume_turn,
+        AdmitDebouncedActivity(db=db).admit_debounced,
+        sub_agents.start_sub_turn,
+        sub_agents.relay_sub_turn,
         FinishTurnActivity(finisher).finish_turn,
-        ReconcileActivity(db=db, client=client, task_queue=task_queue, finisher=finisher).reconcile,
+        ReconcileActivity(
+            db=db,
+            client=client,
+            task_queue=task_queue,
+            finisher=finisher,
+            chunk_retention=services.settings.chunk_retention(),
+        ).reconcile,
+        ScheduledPromptActivity(db=db, client=client, task_queue=task_queue).fire_schedule,
     ]
 
 
 def build_worker(
     services: Services, agents: AgentRegistry, tracker: ActivityTracker | None = None
 ) -> Worker:
+    fibers = serve_fibers(
+        db=services.db,
+        client=services.client,
+        task_queue=services.settings.task_queue,
+        agents=agents,
+    )
     return Worker(
         services.client,
         task_queue=services.settings.task_queue,
-        workflows=[TurnWorkflow, ReconcilerWorkflow],
-        activities=turn_activities(services, agents),
-        interceptors=[tracker] if tracker is not None else [],
+        workflows=[TurnWorkflow, ReconcilerWorkflow, ScheduledPromptWorkflow, FiberWorkflow],
+        activities=[*turn_activities(services, agents), *fibers.activities],
+        interceptors=[
+            *([tracker] if tracker is not None else []),
+            fibers.interceptor,
+            # Log lines of an activity carry its session and submission ids.
+            LogContextInterceptor(),
+        ],
         # Cancellation reaches an activity with a heartbeat response: a short throttle keeps
         # "stop" prompt. Liveness is bounded separately by the heartbeat timeout.
         max_heartbeat_throttle_interval=timedelta(milliseconds=500),

@@ -135,6 +135,8 @@ async def insert_chunks(
         ],
     )
     log.next_seq = first + len(chunks)
+    if close and not log.closed:
+        log.closed_at = created  # the retention period of its chunks counts from here
     log.closed = log.closed or close
     session.add(log)
     if notify:
@@ -338,5 +340,37 @@ async def read_chunks(db: Database, *, message_id: str, after: int = -1) -> list
     )
 
 
+@dataclass(frozen=True)
+class LogRead:
+    rows: list[tuple[int, Chunk]]
+    """(seq, chunk) after the cursor."""
+    pruned: bool = False
+    """The log's chunks were deleted after the retention period: `rows` is empty for good."""
+    last_seq: int = -1
+    """The seq its last chunk had (known when pruned)."""
+
+
+async def read_log(db: Database, *, message_id: str, after: int = -1) -> LogRead:
+    """The rows after `after`; when there are none, also whether the log was pruned (one
+    more primary-key read, in the same hop)."""
+
+    def read(session: Session) -> LogRead:
+        rows = chunks_after(session, message_id=message_id, after=after)
+        if rows:
+            return LogRead(rows)
+        log = session.get(ChunkLog, message_id)
+        if log is None or log.pruned_at is None:
+            return LogRead(rows)
+        return LogRead(rows, pruned=True, last_seq=log.next_seq - 1)
+
+    return await db.read_sync(read)
+
+
 async def load_log(db: Database, *, message_id: str) -> list[Chunk]:
     return [chunk for _, chunk in await read_chunks(db, message_id=message_id)]
+
+
+async def log_closed(db: Database, *, message_id: str) -> bool:
+    """The log holds its terminal chunk for good (a parked turn's log is not closed)."""
+    log = await db.read_sync(lambda session: session.get(ChunkLog, message_id))
+    return log is not None and log.closed

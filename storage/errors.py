@@ -5,9 +5,27 @@ class StoreError(Exception):
     code = "store_error"
 
 
-class SessionNotFound(StoreError):
-    code = "session_not_found"
-
-
 class MessageConflict(StoreError):
     code = "message_conflict"
+
+
+class SubmissionConflict(StoreError):
+    """A submission id and an idempotency key name different submissions."""
+
+    code = "submission_conflict"
+
+
+class AgentNotAllowed(StoreError):
+    """The tenant's policy does not allow the agent (storage/tenant_policies.py)."""
+
+    code = "agent_not_allowed"
+
+
+class RateLimited(StoreError):
+    """The tenant's submissions bucket is empty (storage/rate_limits.py)."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

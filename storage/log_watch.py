@@ -20,10 +20,10 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from sqlalchemy import JSON, Integer, String, TextualSelect, column, text
+from sqlalchemy import JSON, Float, Integer, String, TextualSelect, column, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from domain.ui import Chunk
@@ -52,6 +52,7 @@ class Follow:
         self.cursor = after
         """The last seq handed over (read by the watcher, perhaps not yet taken)."""
         self._rows: list[Row] = []
+        self._committed: dict[int, float] = {}
         self._ready = asyncio.Event()
 
     async def next(self) -> list[Row]:
@@ -65,16 +66,30 @@ class Follow:
         rows, self._rows = self._rows, []
         return rows
 
-    def hand(self, rows: list[Row]) -> None:
-        """Take rows read after a cursor at or before this one's (the watcher calls it)."""
+    def committed_at(self, seq: int) -> float | None:
+        """When the row of `seq`, handed over by the watcher, was written (wall clock); once."""
+        return self._committed.pop(seq, None)
+
+    def hand(self, rows: list[Row], committed: Mapping[int, float] | None = None) -> None:
+        """Take rows read after a cursor at or before this one's (the watcher calls it), with
+        their rows' `created_at` by seq (for the relay latency metric)."""
         fresh = [row for row in rows if row[0] > self.cursor]
         if fresh:
             self._rows.extend(fresh)
+            if committed:
+                for seq, _ in fresh:
+                    if seq in committed:
+                        self._committed[seq] = committed[seq]
             self.cursor = fresh[-1][0]
             self._ready.set()
 
 
-_ROW_TYPES = (column("message_id", String), column("seq", Integer), column("body", JSON))
+_ROW_TYPES = (
+    column("message_id", String),
+    column("seq", Integer),
+    column("body", JSON),
+    column("created_at", Float),
+)
 
 
 def _size_class(logs: int) -> int:
@@ -89,17 +104,17 @@ def _sqlite_query(logs: int) -> TextualSelect:
     values = ", ".join(f"(:m{i}, :a{i})" for i in range(logs))
     return text(
         f"WITH followed(message_id, after_seq) AS (VALUES {values}) "
-        "SELECT c.message_id, c.seq, c.body FROM followed CROSS JOIN chunks AS c "
+        "SELECT c.message_id, c.seq, c.body, c.created_at FROM followed CROSS JOIN chunks AS c "
         "WHERE c.message_id = followed.message_id AND c.seq > followed.after_seq "
         "ORDER BY c.message_id, c.seq"
     ).columns(*_ROW_TYPES)
 
 
 _POSTGRES_QUERY = text(
-    "SELECT followed.message_id, c.seq, c.body "
+    "SELECT followed.message_id, c.seq, c.body, c.created_at "
     "FROM unnest(CAST(:ids AS VARCHAR[]), CAST(:afters AS INTEGER[])) "
     "AS followed(message_id, after_seq) "
-    "CROSS JOIN LATERAL (SELECT seq, body FROM chunks "
+    "CROSS JOIN LATERAL (SELECT seq, body, created_at FROM chunks "
     "WHERE chunks.message_id = followed.message_id AND chunks.seq > followed.after_seq "
     "ORDER BY seq) AS c"
 ).columns(*_ROW_TYPES)
@@ -120,18 +135,28 @@ def _statement(sqlite: bool, batch: list[tuple[str, int]]) -> tuple[TextualSelec
     return _sqlite_query(size), params
 
 
-async def read_new_rows(connection: AsyncConnection, after: dict[str, int]) -> dict[str, list[Row]]:
+class NewRows(dict[str, list[Row]]):
+    """The rows after each followed log's cursor, by log (logs without any are absent), and
+    `committed`: each row's `created_at` by log and seq (for the relay latency metric)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.committed: dict[str, dict[int, float]] = {}
+
+
+async def read_new_rows(connection: AsyncConnection, after: dict[str, int]) -> NewRows:
     """The rows after `after[message_id]` of each log, in order; logs without any are absent.
 
     One statement per `LOGS_PER_QUERY` logs.
     """
     sqlite = connection.dialect.name == "sqlite"
-    found: dict[str, list[Row]] = {}
+    found = NewRows()
     targets = list(after.items())
     for start in range(0, len(targets), LOGS_PER_QUERY):
         statement, params = _statement(sqlite, targets[start : start + LOGS_PER_QUERY])
-        for message_id, seq, body in await connection.execute(statement, params):
+        for message_id, seq, body, created_at in await connection.execute(statement, params):
             found.setdefault(message_id, []).append((seq, body))
+            found.committed.setdefault(message_id, {})[seq] = created_at
     return found
 
 
@@ -276,4 +301,4 @@ class LogWatcher:
                 if follow.cursor < after[message_id]:
                     self._announced.add(message_id)  # joined behind the read: read again
                 else:
-                    follow.hand(rows)
+                    follow.hand(rows, found.committed.get(message_id))

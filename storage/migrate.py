@@ -31,26 +31,28 @@ def _sqlite_file_lock(url: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _upgrade(connection: Connection) -> None:
+def _upgrade(connection: Connection, to: str) -> None:
     config = Config()
     config.set_main_option("script_location", str(_MIGRATIONS))
     config.attributes["connection"] = connection
-    command.upgrade(config, "head")
+    command.upgrade(config, to)
 
 
-def migrate(url: str) -> None:
+def migrate(url: str, *, to: str = "heads") -> None:
+    """`to`: "heads" (features may add migrations on parallel branches of the revision graph),
+    or a revision, for a test that starts from an older schema."""
     engine = create_engine(sync_url(url))
     try:
         if is_sqlite(url):
             with _sqlite_file_lock(url), engine.begin() as connection:
-                _upgrade(connection)
+                _upgrade(connection, to)
         else:
             with engine.connect() as connection:
                 connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _PG_LOCK_KEY})
                 connection.commit()
                 try:
                     with connection.begin():
-                        _upgrade(connection)
+                        _upgrade(connection, to)
                 finally:
                     connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _PG_LOCK_KEY})
                     connection.commit()

@@ -1,17 +1,53 @@
-"""Sessions (chats), always scoped to their tenant."""
+"""Sessions (chats), always scoped to their tenant: looked up by the `chat_id` the client
+knows, then handled by their storage key (`session_id`, storage/session_keys.py)."""
 
 from sqlalchemy import delete, func
 from sqlmodel import col, select
+from sqlmodel.sql.expression import SelectOfScalar
 
 from storage.db import Database
-from storage.tables import ChatSession, ChunkRow, Event, Message, Submission
+from storage.tables import (
+    ChatSession,
+    ChunkLog,
+    ChunkRow,
+    Compaction,
+    Event,
+    IncidentRow,
+    Message,
+    Submission,
+    ToolWait,
+)
 from storage.timing import now
 
 
-async def get_session(db: Database, *, tenant_id: str, session_id: str) -> ChatSession | None:
+def _by_chat_id(tenant_id: str, chat_id: str) -> SelectOfScalar[ChatSession]:
+    return select(ChatSession).where(
+        ChatSession.tenant_id == tenant_id, ChatSession.chat_id == chat_id
+    )
+
+
+async def get_session(db: Database, *, tenant_id: str, chat_id: str) -> ChatSession | None:
+    """The tenant's session a client knows by `chat_id`."""
     async with db.read() as session:
-        chat = await session.get(ChatSession, session_id)
-    return chat if chat is not None and chat.tenant_id == tenant_id else None
+        return (await session.exec(_by_chat_id(tenant_id, chat_id))).first()
+
+
+async def chat_ids(db: Database, *, keys: set[str]) -> dict[str, str]:
+    """The chat ids of the sessions stored under `keys` (a sub-agent's parent is stored by
+    key, and shown to the client by chat id)."""
+    if not keys:
+        return {}
+    async with db.read() as session:
+        rows = await session.exec(
+            select(ChatSession.id, ChatSession.chat_id).where(col(ChatSession.id).in_(keys))
+        )
+        return dict(rows.all())
+
+
+async def chat_id_of(db: Database, *, session_id: str) -> str:
+    """The chat id of the session stored under `session_id` (the key itself once the session
+    is deleted: a turn still running then is named by what is left)."""
+    return (await chat_ids(db, keys={session_id})).get(session_id, session_id)
 
 
 async def list_sessions(
@@ -36,11 +72,11 @@ async def list_sessions(
 
 
 async def rename_session(
-    db: Database, *, tenant_id: str, session_id: str, title: str
+    db: Database, *, tenant_id: str, chat_id: str, title: str
 ) -> ChatSession | None:
     async with db.write() as session:
-        chat = await session.get(ChatSession, session_id)
-        if chat is None or chat.tenant_id != tenant_id:
+        chat = (await session.exec(_by_chat_id(tenant_id, chat_id))).first()
+        if chat is None:
             return None
         chat.title = title
         chat.updated_at = now()
@@ -61,19 +97,56 @@ async def active_submission_ids(db: Database, *, tenant_id: str, session_id: str
 
 
 async def delete_session(db: Database, *, tenant_id: str, session_id: str) -> bool:
-    """Delete the session with its messages, submissions, logs and events."""
+    """Delete the session with every row that belongs to it (messages, submissions, their
+    chunk logs, incidents, tool waits, events, compactions) and the sessions of the
+    sub-agents its turns called, theirs too. Schedules that post to it are the tenant's, not
+    the session's: they stay (tests/e2e/test_storage_hygiene.py checks every table)."""
     async with db.write() as session:
         chat = await session.get(ChatSession, session_id)
         if chat is None or chat.tenant_id != tenant_id:
             return False
+        doomed = [session_id]
+        for parent in doomed:  # grows as children are found
+            children = await session.exec(
+                select(ChatSession.id).where(ChatSession.parent_session_id == parent)
+            )
+            doomed += list(children.all())
         assistant_ids = select(Submission.assistant_message_id).where(
-            Submission.session_id == session_id
+            col(Submission.session_id).in_(doomed)
         )
         connection = await session.connection()
         await connection.execute(
             delete(ChunkRow).where(col(ChunkRow.message_id).in_(assistant_ids))
         )
-        for table in (Message, Submission, Event):
-            await connection.execute(delete(table).where(col(table.session_id) == session_id))
-        await session.delete(chat)
+        await connection.execute(
+            delete(ChunkLog).where(col(ChunkLog.message_id).in_(assistant_ids))
+        )
+        for table in (Message, Submission, Event, ToolWait, IncidentRow, Compaction):
+            await connection.execute(delete(table).where(col(table.session_id).in_(doomed)))
+        await connection.execute(delete(ChatSession).where(col(ChatSession.id).in_(doomed)))
     return True
+
+
+async def session_depth(db: Database, *, session_id: str) -> int:
+    """How many parents the session has (0 for a chat a person started)."""
+    depth = 0
+    async with db.read() as session:
+        chat = await session.get(ChatSession, session_id)
+        while chat is not None and chat.parent_session_id is not None and depth < 100:
+            depth += 1
+            chat = await session.get(ChatSession, chat.parent_session_id)
+    return depth
+
+
+async def child_sessions(db: Database, *, tenant_id: str, session_id: str) -> list[ChatSession]:
+    """The sub-agent sessions the session's turns started, oldest first."""
+    async with db.read() as session:
+        rows = await session.exec(
+            select(ChatSession)
+            .where(
+                ChatSession.tenant_id == tenant_id,
+                ChatSession.parent_session_id == session_id,
+            )
+            .order_by(col(ChatSession.created_at), col(ChatSession.id))
+        )
+        return list(rows.all())

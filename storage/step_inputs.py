@@ -7,7 +7,7 @@ from sqlmodel import Session
 from domain.ui import Chunk, UIMessage
 from storage.chunks import chunks_after
 from storage.db import Database
-from storage.messages import path_of
+from storage.messages import recent_path_of
 from storage.tables import Submission
 
 
@@ -17,14 +17,18 @@ class StepInputs:
     log: list[Chunk]
     """The answer's log, when read (a retry reads it only after its claim)."""
     path: list[UIMessage]
-    """The session's active path: the conversation up to the user's message."""
+    """The session's active path up to the user's message, after what `summary` covers."""
+    summary: str | None = None
+    """The newest compaction summary on the path (the model sees it instead of the older
+    messages, which are therefore not read)."""
 
 
 async def read_step_inputs(
     db: Database, *, submission_id: str, message_id: str, session_id: str, with_log: bool
 ) -> StepInputs | None:
-    """The submission, the answer's log (`with_log`) and the active path, in one read (one hop
-    to a thread on SQLite, where three reads cost three). None when the submission is gone."""
+    """The submission, the answer's log (`with_log`) and the active path after its newest
+    summary, in one read (one hop to a thread on SQLite, where each read costs one). None when
+    the submission is gone."""
 
     def read(session: Session) -> StepInputs | None:
         submission = session.get(Submission, submission_id)
@@ -35,6 +39,7 @@ async def read_step_inputs(
             if with_log
             else []
         )
-        return StepInputs(submission, log, path_of(session, session_id=session_id))
+        summary, path = recent_path_of(session, session_id=session_id)
+        return StepInputs(submission, log, path, summary)
 
     return await db.read_sync(read)

@@ -1,30 +1,76 @@
 """The submissions ledger: idempotent intake and per-session FIFO admission (DESIGN §3)."""
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from domain.concurrency import ConcurrencyStrategy
 from domain.payloads import FinishTurnInput, Outcome
 from domain.reducer import Reduction
 from domain.turn_chunks import closing_chunks
 from domain.ui import Chunk, UIMessage
 from storage.chunks import LogWriter, insert_chunks
+from storage.concurrency import Effects, absorb_queued, apply_busy, strategy_for
 from storage.db import Database
-from storage.errors import MessageConflict, SessionNotFound
+from storage.errors import MessageConflict, SubmissionConflict
+from storage.session_keys import session_key
 from storage.tables import ChatSession, ChunkLog, ChunkRow, Message, Submission
+from storage.tenant_policies import Admission
 from storage.timing import now
+from storage.tool_waits import cancel_pending
 
 ACTIVE = ("pending", "running")
 TITLE_LENGTH = 80
 
 
 @dataclass(frozen=True)
+class ParentCall:
+    """The tool call a sub-agent's session answers."""
+
+    session_id: str
+    tool_call_id: str
+
+
+@dataclass(frozen=True)
+class SubmissionOptions:
+    """What some submissions carry beyond a user message."""
+
+    parent: ParentCall | None = None
+    """A sub-agent's turn: a new session is linked to the tool call it answers."""
+    client_tools: list[dict[str, Any]] | None = None
+    """The request's own client tools, for this turn."""
+    prior_messages: list[UIMessage] = field(default_factory=list)
+    """User messages applied before the last one, in order, when the turn starts."""
+    submission_id: str | None = None
+    """The submitter's own id for the submission (else one is made)."""
+    metadata: dict[str, Any] | None = None
+    concurrency: ConcurrencyStrategy | None = None
+    """While a turn runs: the request's strategy (else the agent's, from `task_queue`)."""
+    debounce_ms: int | None = None
+    """With `debounce`: the request's quiet period (else the agent's)."""
+    task_queue: str | None = None
+    """Where the agents' recorded strategies are looked up."""
+    regenerate: bool = False
+    """Answer the stored user message `message` again, as a sibling of its earlier answers."""
+    edit_of: str | None = None
+    """`message` edits this stored user message: it is applied as its sibling."""
+    continue_last: bool = False
+    """Go on from the active path's last message, an assistant's (`message` is ignored)."""
+    admission: Admission | None = None
+    """A gateway request's: the tenant's allowed agents and rate limit, checked before a new
+    submission is recorded (a repeat that returns an existing one is not checked again)."""
+
+
+@dataclass(frozen=True)
 class SubmitOutcome:
     submission: Submission
     created: bool
+    effects: Effects = field(default_factory=Effects)
+    """What the session's concurrency strategy asks of Temporal (stop, skip)."""
 
 
 def new_submission_id() -> str:
@@ -42,22 +88,45 @@ async def _locked_session(session: AsyncSession, session_id: str) -> ChatSession
     return result.first()
 
 
-def _admit(session: AsyncSession, chat: ChatSession, submission: Submission, at: float) -> None:
-    """Apply the user message at the leaf and mark the submission running (FIFO visibility)."""
-    session.add(
-        Message(
-            session_id=chat.id,
-            id=submission.user_message_id,
-            parent_id=chat.leaf_message_id,
-            role="user",
-            parts=submission.user_message.get("parts", []),
-            meta=submission.user_message.get("metadata") or {},
-            status="completed",
-            submission_id=submission.id,
-            created_at=at,
-        )
+async def _locked_chat(session: AsyncSession, tenant_id: str, chat_id: str) -> ChatSession | None:
+    """The tenant's session a client knows by `chat_id`, locked (as `_locked_session`)."""
+    result = await session.exec(
+        select(ChatSession)
+        .where(ChatSession.tenant_id == tenant_id, ChatSession.chat_id == chat_id)
+        .with_for_update()
     )
-    chat.leaf_message_id = submission.user_message_id
+    return result.first()
+
+
+def _admit(session: AsyncSession, chat: ChatSession, submission: Submission, at: float) -> None:
+    """Apply the submission's user messages at the leaf, in order, and mark it running: a
+    queued submission's messages join the transcript only when its turn starts."""
+    if submission.regenerates:
+        chat.leaf_message_id = submission.user_message_id  # the branch point
+    elif submission.edit_of is not None:
+        chat.leaf_message_id = submission.branch_point
+    for message in (
+        []
+        if submission.regenerates
+        else [
+            *(submission.prior_messages or []),
+            submission.user_message,
+        ]
+    ):
+        session.add(
+            Message(
+                session_id=chat.id,
+                id=str(message["id"]),
+                parent_id=chat.leaf_message_id,
+                role="user",
+                parts=message.get("parts", []),
+                meta=message.get("metadata") or {},
+                status="completed",
+                submission_id=submission.id,
+                created_at=at,
+            )
+        )
+        chat.leaf_message_id = str(message["id"])
     chat.running_submission_id = submission.id
     chat.updated_at = at
     submission.status = "running"
@@ -66,17 +135,53 @@ def _admit(session: AsyncSession, chat: ChatSession, submission: Submission, at:
     session.add(submission)
 
 
-async def _admit_next(session: AsyncSession, chat: ChatSession, at: float) -> Submission | None:
-    """Admit the session's oldest queued submission, if any (the caller released the session)."""
+async def _queue_head(session: AsyncSession, chat: ChatSession) -> Submission | None:
     queued = await session.exec(
         select(Submission)
-        .where(Submission.session_id == chat.id, Submission.status == "pending")
+        .where(
+            Submission.session_id == chat.id,
+            Submission.status == "pending",
+            col(Submission.cancel_requested_at).is_(None),  # its turn ends without running
+        )
         .order_by(col(Submission.queue_seq))
     )
-    following = queued.first()
-    if following is not None:
-        _admit(session, chat, following, at)
+    return queued.first()
+
+
+async def _admit_next(session: AsyncSession, chat: ChatSession, at: float) -> Submission | None:
+    """Admit the session's oldest queued submission, if any (the caller released the session),
+    unless it is debounced until later: its own turn admits it then (`admit_when_due`)."""
+    following = await _queue_head(session, chat)
+    if following is None or (following.not_before or 0) > at:
+        return None
+    _admit(session, chat, following, at)
     return following
+
+
+async def admit_when_due(db: Database, *, submission_id: str) -> bool:
+    """A debounced submission whose quiet period is over: admit it if the session is idle and
+    it heads the queue. False: it waits for the turn ahead of it to end (which admits it) or
+    was taken over by a later submission."""
+
+    async def admit(session: AsyncSession) -> bool:
+        submission = await session.get(Submission, submission_id)
+        if submission is None:
+            return False
+        chat = await _locked_session(session, submission.session_id)
+        if chat is None:
+            return False
+        await session.refresh(submission)  # read again under the session's lock
+        if submission.status == "running":
+            return True
+        if chat.running_submission_id is not None:
+            return False
+        head = await _queue_head(session, chat)
+        if head is None or head.id != submission.id:
+            return False
+        _admit(session, chat, submission, now())
+        return True
+
+    return await db.transact(admit)
 
 
 async def _by_key(session: AsyncSession, session_id: str, key: str) -> Submission | None:
@@ -101,63 +206,152 @@ async def _message_id_taken(session: AsyncSession, session_id: str, message_id: 
     return queued.first() is not None
 
 
+async def _stored_user_message(
+    session: AsyncSession, chat: ChatSession, message_id: str
+) -> Message:
+    stored = await session.get(Message, (chat.id, message_id))
+    if stored is None or stored.role != "user":
+        raise MessageConflict(f"no stored user message {message_id!r} in session {chat.chat_id!r}")
+    return stored
+
+
+def _as_ui_message(stored: Message) -> UIMessage:
+    return UIMessage.model_validate(
+        {
+            "id": stored.id,
+            "role": stored.role,
+            "parts": stored.parts,
+            "metadata": stored.meta or None,
+        }
+    )
+
+
+async def _last_answer(session: AsyncSession, chat: ChatSession) -> UIMessage:
+    """The assistant message a `continue_last` turn goes on from: the active path's last."""
+    last = (
+        await session.get(Message, (chat.id, chat.leaf_message_id))
+        if chat.leaf_message_id
+        else None
+    )
+    if last is None or last.role != "assistant":
+        raise MessageConflict(
+            f"session {chat.chat_id!r} has no answer to continue: its last message is not an "
+            "assistant's"
+        )
+    return _as_ui_message(last)
+
+
 async def _submit_once(
     db: Database,
     *,
     tenant_id: str,
-    session_id: str,
+    chat_id: str,
     agent: str,
     message: UIMessage,
     idempotency_key: str,
+    options: SubmissionOptions,
 ) -> SubmitOutcome:
     at = now()
+    parent = options.parent
+    messages = [*options.prior_messages, message]
 
     async def record(session: AsyncSession) -> SubmitOutcome:
-        chat = await _locked_session(session, session_id)
+        if options.submission_id is not None:
+            named = await session.get(Submission, options.submission_id)
+            if named is not None:
+                owner = await session.get(ChatSession, named.session_id)
+                if (owner.chat_id if owner else None, named.tenant_id, named.idempotency_key) != (
+                    chat_id,
+                    tenant_id,
+                    idempotency_key,
+                ):
+                    raise SubmissionConflict(
+                        f"submission {options.submission_id!r} exists with another "
+                        "session or idempotency key"
+                    )
+                return SubmitOutcome(named, created=False)
+        answered = message
+        branch_point: str | None = None
+        chat = await _locked_chat(session, tenant_id, chat_id)
+        if chat is None and (options.regenerate or options.edit_of or options.continue_last):
+            raise MessageConflict(f"session {chat_id!r} has no message to answer again")
         if chat is None:
             # A new session has no submissions or messages to look up, and is inserted once,
             # at commit, with its final values: three statements fewer on a first message. A
-            # concurrent request creating it too fails the commit; `submit` then looks again.
+            # concurrent request creating it too fails the commit (the key is deterministic);
+            # `submit` then looks again.
             chat = ChatSession(
-                id=session_id,
+                id=session_key(tenant_id, chat_id),
                 tenant_id=tenant_id,
+                chat_id=chat_id,
                 title=message.text().strip()[:TITLE_LENGTH],
                 agent=agent,
                 created_at=at,
                 updated_at=at,
+                parent_session_id=parent.session_id if parent else None,
+                parent_tool_call_id=parent.tool_call_id if parent else None,
             )
-        elif chat.tenant_id != tenant_id:
-            raise SessionNotFound(f"session {session_id!r} not found")
         else:
-            existing = await _by_key(session, session_id, idempotency_key)
+            existing = await _by_key(session, chat.id, idempotency_key)
             if existing is not None:
+                if options.submission_id not in (None, existing.id):
+                    raise SubmissionConflict(
+                        f"idempotency key {idempotency_key!r} names submission {existing.id!r}, "
+                        f"not {options.submission_id!r}"
+                    )
                 return SubmitOutcome(existing, created=False)
-            if await _message_id_taken(session, session_id, message.id):
-                raise MessageConflict(
-                    f"message {message.id!r} already exists in session {session_id!r}; "
-                    "send a new message id, or repeat the original request to attach to its turn"
-                )
+            if options.regenerate:
+                answered = _as_ui_message(await _stored_user_message(session, chat, message.id))
+            if options.continue_last:
+                answered = await _last_answer(session, chat)
+            if options.edit_of is not None:
+                edited = await _stored_user_message(session, chat, options.edit_of)
+                branch_point = edited.parent_id
+            for each in [] if options.regenerate or options.continue_last else messages:
+                if await _message_id_taken(session, chat.id, each.id):
+                    raise MessageConflict(
+                        f"message {each.id!r} already exists in session {chat_id!r}; send "
+                        "a new message id, or repeat the original request to attach to its turn"
+                    )
+        if options.admission is not None:
+            await options.admission.admit(session, agent=chat.agent, at=at)
         submission = Submission(
-            id=new_submission_id(),
-            session_id=session_id,
+            id=options.submission_id or new_submission_id(),
+            session_id=chat.id,
             tenant_id=tenant_id,
             idempotency_key=idempotency_key,
             status="pending",
             agent=chat.agent,
-            user_message=message.model_dump(mode="json"),
-            user_message_id=message.id,
+            user_message=answered.model_dump(mode="json"),
+            user_message_id=answered.id,
             assistant_message_id=new_assistant_message_id(),
             queue_seq=chat.next_queue_seq,
             created_at=at,
+            client_tools=options.client_tools,
+            meta=options.metadata,
+            prior_messages=[m.model_dump(mode="json") for m in options.prior_messages] or None,
+            regenerates=options.regenerate or options.continue_last or None,
+            edit_of=options.edit_of,
+            branch_point=branch_point,
         )
         chat.next_queue_seq += 1
         session.add(submission)
-        if chat.running_submission_id is None:
-            _admit(session, chat, submission, at)
-        else:
+        concurrency = await strategy_for(
+            session, chat, options.concurrency, options.debounce_ms, options.task_queue
+        )
+        effects = Effects()
+        if chat.running_submission_id is not None:
+            effects = await apply_busy(
+                session, chat, submission, concurrency, at=at, notify=not db.is_sqlite
+            )
             chat.updated_at = at
+        elif concurrency.strategy == "debounce":
+            effects = await absorb_queued(session, chat, submission, concurrency, at=at)
+            chat.updated_at = at
+        else:
+            _admit(session, chat, submission, at)
         session.add(chat)
-        return SubmitOutcome(submission, created=True)
+        return SubmitOutcome(submission, created=True, effects=effects)
 
     return await db.transact(record)
 
@@ -166,21 +360,24 @@ async def submit(
     db: Database,
     *,
     tenant_id: str,
-    session_id: str,
+    chat_id: str,
     agent: str,
     message: UIMessage,
     idempotency_key: str,
+    options: SubmissionOptions | None = None,
 ) -> SubmitOutcome:
-    """Record a submission once per key; admit it at once when the session is idle."""
+    """Record a submission once per key (and per id, when the submitter names it) in the
+    tenant's session `chat_id`, created if new; admit it at once when the session is idle."""
     for _ in range(3):
         try:
             return await _submit_once(
                 db,
                 tenant_id=tenant_id,
-                session_id=session_id,
+                chat_id=chat_id,
                 agent=agent,
                 message=message,
                 idempotency_key=idempotency_key,
+                options=options or SubmissionOptions(),
             )
         except IntegrityError:
             # A concurrent request created the session or the same key first: look again.
@@ -190,6 +387,23 @@ async def submit(
 
 async def get_submission(db: Database, submission_id: str) -> Submission | None:
     return await db.read_sync(lambda session: session.get(Submission, submission_id))
+
+
+async def submission_of_answer(
+    db: Database, *, tenant_id: str, chat_id: str, message_id: str
+) -> Submission | None:
+    """The turn that writes (or wrote) assistant message `message_id` in the tenant's session
+    `chat_id`."""
+    statement = (
+        select(Submission)
+        .join(ChatSession, col(ChatSession.id) == Submission.session_id)
+        .where(
+            ChatSession.tenant_id == tenant_id,
+            ChatSession.chat_id == chat_id,
+            Submission.assistant_message_id == message_id,
+        )
+    )
+    return await db.read_sync(lambda session: session.exec(statement).first())
 
 
 async def stream_target(db: Database, *, session_id: str, latest: bool) -> Submission | None:
@@ -260,6 +474,7 @@ async def finish(
             )
         if submission.status in ACTIVE:
             was_running = submission.status == "running"
+            await cancel_pending(session, submission_id=submission.id, reason=f"turn {outcome}")
             submission.status = outcome
             submission.completed_at = at
             submission.error = error
@@ -280,6 +495,8 @@ async def finish(
                 )
                 if chat.leaf_message_id == submission.user_message_id:
                     chat.leaf_message_id = submission.assistant_message_id
+            if submission.rolled_back and chat is not None:
+                await _roll_back(session, chat, submission)
         if chat is None:
             return None
         if chat.running_submission_id == submission.id:
@@ -293,6 +510,18 @@ async def finish(
         return None
 
     return await db.transact(close)
+
+
+async def _roll_back(session: AsyncSession, chat: ChatSession, submission: Submission) -> None:
+    """A turn stopped by `rollback`: its messages stay stored but leave the active path (the
+    leaf goes back to where its first user message was applied)."""
+    first = (submission.prior_messages or [submission.user_message])[0]
+    applied = await session.get(Message, (chat.id, str(first["id"])))
+    if applied is not None and chat.leaf_message_id in (
+        submission.user_message_id,
+        submission.assistant_message_id,
+    ):
+        chat.leaf_message_id = applied.parent_id
 
 
 async def save_stash(db: Database, *, submission_id: str, data: object) -> None:
@@ -388,8 +617,8 @@ class Withdrawal:
 async def withdraw_submission(db: Database, *, submission_id: str) -> Withdrawal:
     """Undo an intake whose turn could not be started (Temporal unreachable), in one transaction.
 
-    Deletes the submission; if it had been admitted, also deletes its user message, moves the
-    session's leaf back to that message's parent, releases the session and admits the oldest
+    Deletes the submission; if it had been admitted, also deletes its user messages, moves the
+    session's leaf back to where they were applied, releases the session and admits the oldest
     other queued submission, as `finish` does. A session created by this very submission and
     left empty is deleted too. Changes nothing once the turn's log has begun: its workflow
     runs after all.
@@ -411,11 +640,16 @@ async def withdraw_submission(db: Database, *, submission_id: str) -> Withdrawal
             return Withdrawal(withdrawn=False)
         chat = await _locked_session(session, submission.session_id)
         if chat is not None and submission.status == "running":
-            user_message = await session.get(Message, (chat.id, submission.user_message_id))
-            if user_message is not None and user_message.submission_id == submission.id:
-                if chat.leaf_message_id == user_message.id:
-                    chat.leaf_message_id = user_message.parent_id
-                await session.delete(user_message)
+            applied = [
+                row
+                for message in [*(submission.prior_messages or []), submission.user_message]
+                if (row := await session.get(Message, (chat.id, str(message["id"]))))
+                and row.submission_id == submission.id
+            ]
+            if applied and chat.leaf_message_id == applied[-1].id:
+                chat.leaf_message_id = applied[0].parent_id
+            for row in applied:
+                await session.delete(row)
             if chat.running_submission_id == submission.id:
                 chat.running_submission_id = None
         await session.delete(submission)

@@ -8,9 +8,13 @@ from sqlmodel import Field, SQLModel
 
 class ChatSession(SQLModel, table=True):
     __tablename__ = "sessions"
+    __table_args__ = (UniqueConstraint("tenant_id", "chat_id", name="uq_session_chat"),)
 
     id: str = Field(primary_key=True, max_length=200)
+    """The storage key every child table refers to (storage/session_keys.py); never shown."""
     tenant_id: str = Field(index=True, max_length=200)
+    chat_id: str = Field(max_length=200)
+    """The id the client uses (the AI SDK chat id, `/v1/sessions/{id}`): unique per tenant."""
     title: str = Field(default="", max_length=200)
     agent: str = Field(max_length=200)
     leaf_message_id: str | None = Field(default=None, max_length=200)
@@ -19,6 +23,9 @@ class ChatSession(SQLModel, table=True):
     """The queue position the session's next submission takes (FIFO by the store, not a clock)."""
     created_at: float
     updated_at: float
+    parent_session_id: str | None = Field(default=None, max_length=200, index=True)
+    """A sub-agent's session: the session whose turn called it, and the tool call it answers."""
+    parent_tool_call_id: str | None = Field(default=None, max_length=200)
 
 
 class Message(SQLModel, table=True):
@@ -52,7 +59,7 @@ class Submission(SQLModel, table=True):
     agent: str = Field(max_length=200)
     user_message: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     user_message_id: str = Field(max_length=200)
-    assistant_message_id: str = Field(max_length=64)
+    assistant_message_id: str = Field(max_length=64, index=True)
     queue_seq: int = 0
     """Position in the session's FIFO queue, assigned from `ChatSession.next_queue_seq`."""
     error: str | None = Field(default=None)
@@ -66,6 +73,33 @@ class Submission(SQLModel, table=True):
     )
     """`{step, response_id, sequence_number}` of a resumable provider response, written with
     the chunks it covers."""
+    client_tools: list[dict[str, Any]] | None = Field(
+        default=None, sa_column=Column(JSON, nullable=True)
+    )
+    """Client tools the request declared (`{name, description, parameters, timeoutSeconds}`),
+    offered to the model in this turn beside the agent's own."""
+    meta: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    """The submitter's metadata (the submissions API), returned as given."""
+    prior_messages: list[dict[str, Any]] | None = Field(
+        default=None, sa_column=Column(JSON, nullable=True)
+    )
+    """User messages submitted before `user_message`, applied with it, in order, at admission."""
+    cancel_requested_at: float | None = None
+    """When a cancel was asked for: a turn not started by then never runs."""
+    rolled_back: bool | None = None
+    """Stopped by a `rollback` submission: its messages leave the active path when it ends."""
+    regenerates: bool | None = None
+    """Answers its user message again (a sibling answer, a new branch): the message is stored
+    already, and the turn starts by moving the leaf back to it."""
+    edit_of: str | None = Field(default=None, max_length=200)
+    """An edit of this user message: the new message becomes its sibling (a new branch)."""
+    branch_point: str | None = Field(default=None, max_length=200)
+    """With `edit_of`: the parent the edited message had (None: it was the first)."""
+    not_before: float | None = None
+    """`debounce`: the turn starts no earlier than this (later submissions push it back by
+    taking this one's messages over)."""
+    merged_into: str | None = Field(default=None, max_length=64)
+    """`merge`/`debounce`: the later submission whose turn answers this one's messages."""
 
 
 class ChunkRow(SQLModel, table=True):
@@ -82,6 +116,7 @@ class ChunkLog(SQLModel, table=True):
     """One per assistant message; every append locks it (see storage/chunks.py)."""
 
     __tablename__ = "chunk_logs"
+    __table_args__ = (Index("ix_chunk_logs_prunable", "pruned_at", "closed_at"),)
 
     message_id: str = Field(primary_key=True, max_length=64)
     next_seq: int = 0
@@ -89,6 +124,10 @@ class ChunkLog(SQLModel, table=True):
     """The terminal chunk is written: nothing more is ever appended."""
     fences: dict[str, int] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     """The newest attempt of each writer (an activity id) that has claimed the log."""
+    closed_at: float | None = None
+    """When the terminal chunk was written (the retention period counts from it)."""
+    pruned_at: float | None = None
+    """When the chunks were deleted after the retention period (the stored message stays)."""
 
 
 class Event(SQLModel, table=True):
@@ -106,6 +145,54 @@ class IncidentRow(SQLModel, table=True):
     __tablename__ = "incidents"
 
     submission_id: str = Field(primary_key=True, max_length=64)
-    session_id: str = Field(max_length=200)
+    session_id: str = Field(max_length=200, index=True)
     state: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     updated_at: float
+
+
+class ToolWait(SQLModel, table=True):
+    """A tool call a parked turn waits on: an approval, or a client-side tool's output.
+
+    Status `pending` until answered: `approved` / `denied` (approvals), `answered` (client
+    outputs), `expired` (no answer in time) or `cancelled` (the turn ended first)."""
+
+    __tablename__ = "tool_waits"
+    __table_args__ = (
+        UniqueConstraint("submission_id", "tool_call_id", name="uq_tool_wait_call"),
+        Index("ix_tool_waits_session", "session_id", "status"),
+    )
+
+    id: str = Field(primary_key=True, max_length=64)
+    """The `approvalId` the client sees (approvals); server-made and unguessable."""
+    kind: str = Field(max_length=16)
+    """`approval` or `client`."""
+    tenant_id: str = Field(max_length=200)
+    session_id: str = Field(max_length=200)
+    submission_id: str = Field(max_length=64)
+    tool_call_id: str = Field(max_length=200)
+    tool_name: str = Field(max_length=200)
+    input: Any = Field(default=None, sa_column=Column(JSON, nullable=True))
+    status: str = Field(max_length=16)
+    approved: bool | None = None
+    reason: str | None = None
+    output: Any = Field(default=None, sa_column=Column(JSON, nullable=True))
+    error_text: str | None = None
+    requested_at: float
+    expires_at: float
+    answered_at: float | None = None
+
+
+class Compaction(SQLModel, table=True):
+    """A summary that stands in for a session's messages up to one of them, for the model only:
+    the stored history stays whole. It applies on every branch through `up_to_message_id`."""
+
+    __tablename__ = "compactions"
+    __table_args__ = (Index("ix_compactions_cut", "session_id", "up_to_message_id", "created_at"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    session_id: str = Field(index=True, max_length=200)
+    up_to_message_id: str = Field(max_length=200)
+    summary: str
+    tokens_before: int
+    tokens_after: int
+    created_at: float

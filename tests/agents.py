@@ -19,6 +19,7 @@ from perdure import (
     tool,
 )
 from perdure.default_agent import DefaultAgent
+from tests.fiber_agents import FiberTools
 
 QUICK = RecoveryPolicy(max_attempts=3, stall_timeout=timedelta(seconds=1))
 
@@ -67,6 +68,13 @@ class AnthropicAgent(WaitingTools, DefaultAgent):
     name = "anthropic"
     model = "anthropic:claude-fake"
     recovery = QUICK
+
+
+class ThinkingAgent(AnthropicAgent):
+    """Extended thinking on: every answer starts with reasoning (the chat page shows it)."""
+
+    name = "thinking"
+    thinking_budget_tokens = 1024
 
 
 class ObservedAgent(ChatCompletionsAgent):
@@ -128,8 +136,19 @@ class SlowHooksAgent(ChatCompletionsAgent):
         return self.system_prompt
 
     async def on_turn_start(self, ctx: TurnContext) -> None:
-        turn_contexts.append(ctx)
         await asyncio.sleep(6)
+
+
+turn_contexts: list[TurnContext] = []
+
+
+class ContextRecordingAgent(ChatCompletionsAgent):
+    """Records the context its turn-start hook receives."""
+
+    name = "context-recording"
+
+    async def on_turn_start(self, ctx: TurnContext) -> None:
+        turn_contexts.append(ctx)
 
 
 class HungInstructionsAgent(ChatCompletionsAgent):
@@ -151,9 +170,6 @@ class HungTurnEndAgent(ChatCompletionsAgent):
 
     async def on_turn_end(self, ctx: TurnContext, outcome: str) -> None:
         await asyncio.sleep(60)
-
-
-turn_contexts: list[TurnContext] = []
 
 
 class OneTokenAtATimeAgent(AnthropicAgent):
@@ -182,3 +198,9 @@ class HungExhaustedAgent(ChatCompletionsAgent):
 
     async def on_exhausted(self, ctx: ExhaustedContext) -> None:
         await asyncio.sleep(60)
+
+
+class FiberAgent(FiberTools, ChatCompletionsAgent):
+    """Serves the fibers of tests/fiber_agents.py (and a tool that starts one)."""
+
+    name = "fibers"

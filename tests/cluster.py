@@ -46,7 +46,7 @@ class Cluster:
         self.env = {
             **fake.env(),
             "PYTHONPATH": str(REPO),
-            "PERDURE_AGENTS": "tests.agents",
+            "PERDURE_AGENTS": "tests.agents,tests.approval_agents,tests.delegating_agents",
             "PERDURE_MODEL": "openai:gpt-fake",
             "PERDURE_DATABASE_URL": database_url,
             "PERDURE_DATA_DIR": str(workdir),
@@ -58,13 +58,22 @@ class Cluster:
             "PERDURE_WORKER_SHUTDOWN_GRACE": "1",
         }
 
-    def temporal(self) -> contextlib.AbstractAsyncContextManager[object]:
-        return dev_server(
+    @contextlib.asynccontextmanager
+    async def temporal(self, *, outlived: bool = False) -> AsyncIterator[object]:
+        """The cluster's Temporal server. The cluster's processes are stopped before it, unless
+        they are to outlive it (a server restart): a worker whose server is gone spends its
+        whole shutdown timeout trying to reach it."""
+        async with dev_server(
             address=self.temporal_address,
             ui_port=self.temporal_ui_port,
             db_file=self.temporal_db,
             namespace="default",
-        )
+        ) as server:
+            try:
+                yield server
+            finally:
+                if not outlived:
+                    await asyncio.to_thread(self.stop)
 
     def worker(self, **extra_env: str) -> PerdureProcess:
         process = PerdureProcess("worker", {**self.env, **extra_env}, self.workdir).start()
@@ -160,6 +169,20 @@ class LiveStream:
 
     def deltas(self) -> int:
         return sum(1 for _, c in self.events if c["type"] == "text-delta")
+
+    def recovery_kinds(self) -> list[tuple[str, bool]]:
+        """Each recovery notice's kind, and whether text had been streamed before it. A `retry`
+        before any text is an ordinary recovery (on an overloaded machine a first attempt can
+        miss its heartbeat before the provider answers); a `retry` after text would answer
+        afresh what the client already shows."""
+        found: list[tuple[str, bool]] = []
+        streamed = False
+        for _, chunk in self.events:
+            if chunk["type"] == "text-delta":
+                streamed = True
+            elif chunk["type"] == "data-recovery":
+                found.append((chunk["data"].get("kind", ""), streamed))
+        return found
 
     async def read(self, response: httpx.Response, stop_after_deltas: int | None = None) -> None:
         event_id: int | None = None

@@ -9,14 +9,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
+from sqlalchemy import delete
 from temporalio.client import Client
 
 from gateway.app import create_app
 from perdure.agents_registry import load_agents
+from runtime.prompt_schedules import sync_declared_schedules
 from runtime.schedules import ensure_reconciler_schedule
 from runtime.services import Services, open_services
 from runtime.settings import Settings
 from runtime.worker import build_worker
+from storage.access_tables import ApiKeyRow
 
 
 def free_port() -> int:
@@ -35,7 +38,12 @@ class Stack:
 
 @contextlib.asynccontextmanager
 async def running_stack(
-    *, client: Client, database_url: str, data_dir: Path, model: str = "openai:gpt-fake"
+    *,
+    client: Client,
+    database_url: str,
+    data_dir: Path,
+    model: str = "openai:gpt-fake",
+    agents: str = "tests.agents,tests.approval_agents,tests.delegating_agents,tests.hygiene_agents",
 ) -> AsyncIterator[Stack]:
     port = free_port()
     settings = Settings.model_validate(
@@ -43,7 +51,7 @@ async def running_stack(
             "PERDURE_DATABASE_URL": database_url,
             "PERDURE_DATA_DIR": str(data_dir),
             "PERDURE_MODEL": model,
-            "PERDURE_AGENTS": "tests.agents",
+            "PERDURE_AGENTS": agents,
             "PERDURE_TASK_QUEUE": f"perdure-test-{uuid.uuid4().hex[:8]}",
             "PERDURE_HOST": "127.0.0.1",
             "PERDURE_PORT": port,
@@ -53,8 +61,10 @@ async def running_stack(
     async with open_services(settings, client=client) as services:
         services.eager_start = True
         services.bus.reliable = True
-        worker = build_worker(services, load_agents(settings.agents))
+        served = load_agents(settings.agents)
+        worker = build_worker(services, served)
         await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)
+        await sync_declared_schedules(services, served)
         server = uvicorn.Server(
             uvicorn.Config(
                 create_app(services=services),
@@ -75,3 +85,10 @@ async def running_stack(
             finally:
                 server.should_exit = True
                 await serving
+
+
+async def delete_stored_keys(stack: Stack) -> None:
+    """Every API key in the stack's store: any stored key, even a revoked one, closes the
+    stack's open gateway to the tests that follow."""
+    async with stack.services.db.write() as session:
+        await session.exec(delete(ApiKeyRow))

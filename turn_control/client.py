@@ -10,21 +10,39 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from domain.names import TURN_WORKFLOW, turn_workflow_id
+from domain.names import TURN_WORKFLOW, WAIT_ANSWERED_SIGNAL, turn_workflow_id
 from domain.payloads import TurnInput
+from domain.turn_labels import TurnLabels, TurnStatus, message_summary, search_attributes
 from storage.tables import Submission
 
 RUN_TIMEOUT = timedelta(days=7)
 
 
-def _start_options(submission: Submission, task_queue: str) -> dict[str, Any]:
+def turn_labels(submission: Submission, chat_id: str) -> TurnLabels:
+    """`chat_id`: the submission's session's, as its client knows it."""
+    return TurnLabels(
+        chat_id=chat_id,
+        tenant_id=submission.tenant_id,
+        agent=submission.agent,
+        summary=message_summary(submission.user_message),
+    )
+
+
+def initial_status(submission: Submission) -> TurnStatus:
+    """What `PerdureStatus` says when the workflow starts; the turn updates it from there."""
+    return "running" if submission.status == "running" else "pending"
+
+
+def _start_options(submission: Submission, chat_id: str, task_queue: str) -> dict[str, Any]:
     """What every start of a turn's workflow shares, by gateway or by signal-with-start."""
+    labels = turn_labels(submission, chat_id)
     return {
         "id": turn_workflow_id(submission.id),
         "task_queue": task_queue,
         "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
         "memo": {"session_id": submission.session_id},
-        "static_summary": f"chat turn in session {submission.session_id}",
+        "static_summary": labels.summary,
+        "search_attributes": search_attributes(labels, initial_status(submission)),
         "run_timeout": RUN_TIMEOUT,
     }
 
@@ -36,11 +54,12 @@ def _input(submission: Submission) -> TurnInput:
         assistant_message_id=submission.assistant_message_id,
         agent=submission.agent,
         admitted=submission.status == "running",
+        admit_at=submission.not_before if submission.status == "pending" else None,
     )
 
 
 async def start_turn(
-    client: Client, submission: Submission, *, task_queue: str, eager: bool
+    client: Client, submission: Submission, *, chat_id: str, task_queue: str, eager: bool
 ) -> None:
     """Idempotent: attaches to a running workflow and never restarts a finished one."""
     with contextlib.suppress(WorkflowAlreadyStartedError):
@@ -49,20 +68,32 @@ async def start_turn(
             _input(submission),
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             request_eager_start=eager,
-            **_start_options(submission, task_queue),
+            **_start_options(submission, chat_id, task_queue),
         )
 
 
 async def signal_turn(
-    client: Client, submission: Submission, *, task_queue: str, signal: str
+    client: Client, submission: Submission, *, chat_id: str, task_queue: str, signal: str
 ) -> None:
     """Signal-with-start: reaches the turn even if its gateway never started its workflow."""
     await client.start_workflow(
         TURN_WORKFLOW,
         _input(submission),
         start_signal=signal,
-        **_start_options(submission, task_queue),
+        **_start_options(submission, chat_id, task_queue),
     )
+
+
+async def signal_answered(client: Client, submission_id: str, wait_ids: list[str]) -> None:
+    """Tell a parked turn which of its waits have answers in the store. A turn that has ended
+    meanwhile has nothing left to wait for."""
+    try:
+        await client.get_workflow_handle(turn_workflow_id(submission_id)).signal(
+            WAIT_ANSWERED_SIGNAL, wait_ids
+        )
+    except RPCError as error:
+        if error.status != RPCStatusCode.NOT_FOUND:
+            raise
 
 
 async def turn_state(client: Client, submission_id: str) -> str:

@@ -17,6 +17,12 @@ heartbeats on a busy machine without mistaking a live worker for a dead one."""
 MODEL_STEP_TIMEOUT = timedelta(minutes=10)
 TOOL_TIMEOUT = timedelta(minutes=10)
 FINISH_TIMEOUT = timedelta(seconds=30)
+SUB_TURN_TIMEOUT = timedelta(days=7)
+"""A sub-agent's turn, approvals it waits on included (as a turn started by the gateway)."""
+SUB_TURN_RELAY_TIMEOUT = timedelta(hours=6)
+"""Relaying a sub-agent's answer as it streams (a relay ends when the child waits)."""
+PARKING_TIMEOUT = timedelta(seconds=30)
+"""Parking and resuming a turn: a few store writes each."""
 
 MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),
@@ -39,3 +45,9 @@ FINISH_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)
 )
 """Finishing never gives up: it is idempotent and the only way a session is released."""
+PARKING_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=30,
+)
+"""Both are idempotent; after ~4 minutes of failures the turn ends with the error."""

@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -9,30 +10,53 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 with workflow.unsafe.imports_passed_through():
     from domain.names import (
+        ADMIT_DEBOUNCED_ACTIVITY,
         ADMIT_SIGNAL,
         FINISH_TURN_ACTIVITY,
         MODEL_STEP_ACTIVITY,
+        PARK_TURN_ACTIVITY,
         RECOVERY_EXHAUSTED,
         RECOVERY_SKIPPED,
+        RELAY_SUB_TURN_ACTIVITY,
+        RESUME_TURN_ACTIVITY,
         RUN_TOOL_ACTIVITY,
         SKIP_SIGNAL,
+        START_SUB_TURN_ACTIVITY,
+        SUB_TURN_RESUMED_SIGNAL,
         TURN_WORKFLOW,
+        WAIT_ANSWERED_SIGNAL,
+        turn_workflow_id,
     )
     from domain.payloads import (
+        AdmitDebouncedInput,
+        AdmitDebouncedResult,
         FinishTurnInput,
         ModelStepInput,
         ModelStepResult,
         Outcome,
+        ParkTurnInput,
+        ParkTurnResult,
+        RelaySubTurnInput,
+        RelaySubTurnResult,
+        ResumeTurnInput,
+        ResumeTurnResult,
         RunToolInput,
+        SubTurnInput,
+        SubTurnStart,
         ToolCallRef,
         TurnInput,
         TurnResult,
+        WaitRef,
     )
+    from domain.turn_labels import STATUS, TurnStatus, search_attributes
     from workflows import _policies as policies
 
 
 FINISH_LOCALLY = "finish-as-local-activity"
 """The patch that made the finish a local activity (`workflow.patched`): part of history."""
+STATUS_ATTRIBUTE = "status-search-attribute"
+"""The patch since which the turn upserts `PerdureStatus` as it goes: turns recorded before it
+replay without those commands."""
 
 
 def _root_cause(failure: ActivityError) -> BaseException | None:
@@ -93,6 +117,15 @@ class TurnWorkflow:
         self._skipped = False
         self._steps = 0
         """Model steps in the answer's log: the index of the next one."""
+        self._answered: set[str] = set()
+        self._children_resumed: dict[str, int] = {}
+        """Per child turn (sub-agent): how often it went on after a park of its own."""
+        """Tool waits (approvals, client outputs) the store has recorded answers for."""
+        self._waiting: list[str] = []
+        self._status: TurnStatus = "pending"
+        """`PerdureStatus` as last set (at start by whoever started the workflow)."""
+        self._model: str | None = None
+        """The model the last step ran, for the next steps' summaries."""
 
     @workflow.signal(name=ADMIT_SIGNAL)
     def admit(self) -> None:
@@ -103,28 +136,76 @@ class TurnWorkflow:
         """A recovery-boot plan dropped this queued follow-up."""
         self._skipped = True
 
+    @workflow.signal(name=WAIT_ANSWERED_SIGNAL)
+    def wait_answered(self, wait_ids: list[str]) -> None:
+        """Ids only: the answers themselves are in the store, checked there by the gateway."""
+        self._answered.update(wait_ids)
+
+    @workflow.signal(name=SUB_TURN_RESUMED_SIGNAL)
+    def sub_turn_resumed(self, child_submission_id: str) -> None:
+        """A sub-agent's turn went on after waiting: relay it live again."""
+        count = self._children_resumed.get(child_submission_id, 0)
+        self._children_resumed[child_submission_id] = count + 1
+
     @workflow.query
     def steps(self) -> int:
         return self._steps
 
+    @workflow.query
+    def waiting_for(self) -> list[str]:
+        """The tool waits (approval ids, client waits) the parked turn still waits on."""
+        return [wait_id for wait_id in self._waiting if wait_id not in self._answered]
+
     @workflow.run
     async def run(self, turn: TurnInput) -> TurnResult:
         ending = _Ending()
+        self._status = "running" if turn.admitted else "pending"
         try:
             if not turn.admitted:
-                await workflow.wait_condition(lambda: self._admitted or self._skipped)
+                await self._wait_for_admission(turn)
             if self._skipped and not self._admitted:
                 ending.outcome = "skipped"
             else:
+                self._set_status("running")
                 ending.finish_reason = await self._agent_loop(turn)
         except asyncio.CancelledError:
             ending.outcome = "aborted"
         except ActivityError as failure:
             ending.failed(failure)
         await self._finish(turn, ending)
+        self._set_status(ending.outcome)
         if ending.outcome == "aborted":
             raise asyncio.CancelledError("stopped by the user")
-        return TurnResult(outcome=ending.outcome, steps=self._steps)
+        return TurnResult(outcome=ending.outcome, steps=self._steps, error=ending.error_text)
+
+    def _set_status(self, status: TurnStatus) -> None:
+        """Upsert `PerdureStatus` when it changes: the Temporal UI lists turns by it."""
+        if status != self._status and workflow.patched(STATUS_ATTRIBUTE):
+            workflow.upsert_search_attributes([STATUS.value_set(status)])
+        self._status = status
+
+    async def _wait_for_admission(self, turn: TurnInput) -> None:
+        """Until admitted (the gateway or the end of the turn ahead signals it) or skipped. A
+        debounced turn waits out its quiet period first, then admits itself if it can."""
+
+        def decided() -> bool:
+            return self._admitted or self._skipped
+
+        if turn.admit_at is not None:
+            quiet = turn.admit_at - workflow.now().timestamp()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await workflow.wait_condition(decided, timeout=max(quiet, 0.001))
+            if not decided():
+                admission: AdmitDebouncedResult = await workflow.execute_local_activity(
+                    ADMIT_DEBOUNCED_ACTIVITY,
+                    AdmitDebouncedInput(submission_id=turn.submission_id),
+                    result_type=AdmitDebouncedResult,
+                    start_to_close_timeout=policies.PARKING_TIMEOUT,
+                    retry_policy=policies.PARKING_RETRY,
+                    summary="admit after the debounce period",
+                )
+                self._admitted = self._admitted or admission.admitted
+        await workflow.wait_condition(decided)
 
     async def _finish(self, turn: TurnInput, ending: _Ending) -> None:
         """Shielded: a stop that lands while the turn finishes must not cancel the activity
@@ -182,16 +263,191 @@ class TurnWorkflow:
                 heartbeat_timeout=policies.HEARTBEAT_TIMEOUT,
                 retry_policy=policies.MODEL_RETRY,
                 cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=f"model step {self._steps}",
+                summary=self._step_summary(turn),
             )
             self._steps = result.next_step
+            self._model = result.model
             if not result.tool_calls:
                 return result.finish_reason
             # On a stop, gather cancels every tool activity and returns only once each has
             # acknowledged (WAIT_CANCELLATION_COMPLETED): nothing writes after `finish`.
-            await asyncio.gather(*(self._run_tool(turn, call) for call in result.tool_calls))
+            await self._run_tools(turn, [call for call in result.tool_calls if not call.wait])
+            waits = [call for call in result.tool_calls if call.wait]
+            if waits:
+                await self._run_tools(turn, await self._park(turn, waits))
             if self._steps >= result.max_steps:
                 return "tool-calls"
+
+    def _step_summary(self, turn: TurnInput) -> str:
+        """The model is known once a step has run (only the worker resolves an agent's)."""
+        model = f" · {self._model}" if self._model else ""
+        return f"model step {self._steps} · agent {turn.agent}{model}"
+
+    async def _run_tools(self, turn: TurnInput, calls: list[ToolCallRef]) -> None:
+        await asyncio.gather(
+            *(
+                self._run_sub_agent(turn, call) if call.sub_agent else self._run_tool(turn, call)
+                for call in calls
+            )
+        )
+
+    async def _run_sub_agent(self, turn: TurnInput, call: ToolCallRef) -> None:
+        """The call's agent answers in a child turn, visible as this turn's child in Temporal;
+        its answer streams into the call's output as it comes and ends as the call's result.
+        Stopping this turn stops the child (cancelling the child's handle cancels it)."""
+        sub_call = SubTurnInput(
+            submission_id=turn.submission_id,
+            session_id=turn.session_id,
+            assistant_message_id=turn.assistant_message_id,
+            agent=turn.agent,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+        )
+        started: SubTurnStart = await workflow.execute_activity(
+            START_SUB_TURN_ACTIVITY,
+            sub_call,
+            result_type=SubTurnStart,
+            start_to_close_timeout=policies.PARKING_TIMEOUT,
+            heartbeat_timeout=policies.HEARTBEAT_TIMEOUT,
+            retry_policy=policies.PARKING_RETRY,
+            summary=f"start sub-agent {call.sub_agent}",
+        )
+        child = started.child
+        if child is None:
+            return
+        labels = started.labels  # None when recorded before turns had them
+        attributes = (
+            search_attributes(labels, "running" if child.admitted else "pending")
+            if labels
+            else None
+        )
+        handle = await workflow.start_child_workflow(
+            TURN_WORKFLOW,
+            child,
+            id=turn_workflow_id(child.submission_id),
+            result_type=TurnResult,
+            run_timeout=policies.SUB_TURN_TIMEOUT,
+            # However this turn ends, the child ends through its own finish (never terminated
+            # with its session left claimed).
+            parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
+            static_summary=f"sub-agent {call.sub_agent}: "
+            f"{labels.summary if labels else call.tool_call_id}",
+            memo={"session_id": child.session_id, "parent_tool_call_id": call.tool_call_id},
+            search_attributes=attributes,
+        )
+        relay = RelaySubTurnInput(
+            call=sub_call,
+            child_submission_id=child.submission_id,
+            child_message_id=child.assistant_message_id,
+        )
+        try:
+            while True:
+                resumes = self._children_resumed.get(child.submission_id, 0)
+                if (await self._relay_sub_turn(relay)).settled:
+                    break
+
+                # The child parked (its own approval): wait, with no activity running, until
+                # it goes on (then relay it live again) or ends (then settle the call).
+                def moved_on(resumes: int = resumes) -> bool:
+                    return (
+                        handle.done()
+                        or self._children_resumed.get(child.submission_id, 0) > resumes
+                    )
+
+                await workflow.wait_condition(moved_on)
+                if handle.done():
+                    await self._relay_sub_turn(relay.model_copy(update={"settle": True}))
+                    break
+            await handle
+        except BaseException:
+            # A stop reaches here as the relay's cancellation (an ActivityError), or as a
+            # CancelledError while awaiting the child (which cancels it already).
+            if not handle.done():
+                handle.cancel()
+                with contextlib.suppress(BaseException):
+                    await handle  # the child ends (aborted) before this turn settles the call
+            raise
+
+    async def _relay_sub_turn(self, relay: RelaySubTurnInput) -> RelaySubTurnResult:
+        result: RelaySubTurnResult = await workflow.execute_activity(
+            RELAY_SUB_TURN_ACTIVITY,
+            relay,
+            result_type=RelaySubTurnResult,
+            start_to_close_timeout=policies.SUB_TURN_RELAY_TIMEOUT,
+            heartbeat_timeout=policies.HEARTBEAT_TIMEOUT,
+            retry_policy=policies.IDEMPOTENT_TOOL_RETRY,
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            summary="settle sub-agent" if relay.settle else "relay sub-agent",
+        )
+        return result
+
+    async def _park(self, turn: TurnInput, calls: list[ToolCallRef]) -> list[ToolCallRef]:
+        """End the stream for now, wait in the workflow (no activity, no worker slot, no
+        recovery budget) until each call is answered or out of time, and return the approved
+        calls to run."""
+        ids = {
+            "submission_id": turn.submission_id,
+            "session_id": turn.session_id,
+            "assistant_message_id": turn.assistant_message_id,
+            "agent": turn.agent,
+        }
+        # Park and resume are local activities: a few store writes each, in the workflow
+        # task itself (no activity task through the server: an answer reaches its tool sooner).
+        parked: ParkTurnResult = await workflow.execute_local_activity(
+            PARK_TURN_ACTIVITY,
+            ParkTurnInput(**ids, tool_call_ids=[call.tool_call_id for call in calls]),
+            result_type=ParkTurnResult,
+            start_to_close_timeout=policies.PARKING_TIMEOUT,
+            retry_policy=policies.PARKING_RETRY,
+            summary=f"park: waiting on {', '.join(sorted({call.tool_name for call in calls}))}",
+        )
+        self._waiting = [wait.wait_id for wait in parked.waits]
+        self._set_status("waiting")
+        await self._wait_for_answers(parked.waits)
+        resumed: ResumeTurnResult = await workflow.execute_local_activity(
+            RESUME_TURN_ACTIVITY,
+            ResumeTurnInput(**ids, wait_ids=self._waiting),
+            result_type=ResumeTurnResult,
+            start_to_close_timeout=policies.PARKING_TIMEOUT,
+            retry_policy=policies.PARKING_RETRY,
+            summary="resume",
+        )
+        self._waiting = []
+        self._set_status("running")
+        await self._tell_parent_resumed(turn)
+        return resumed.run
+
+    async def _tell_parent_resumed(self, turn: TurnInput) -> None:
+        """A sub-agent's turn that waited: its parent relays it live again from here."""
+        parent = workflow.info().parent
+        if parent is None:
+            return
+        try:
+            await workflow.get_external_workflow_handle(parent.workflow_id).signal(
+                SUB_TURN_RESUMED_SIGNAL, turn.submission_id
+            )
+        except Exception as error:  # noqa: BLE001 - the parent may have ended meanwhile
+            workflow.logger.info("could not tell the parent turn: %s", error)
+
+    async def _wait_for_answers(self, waits: list[WaitRef]) -> None:
+        parked_at = workflow.now()
+
+        def open_waits() -> list[WaitRef]:
+            elapsed = (workflow.now() - parked_at).total_seconds()
+            return [
+                wait
+                for wait in waits
+                if wait.wait_id not in self._answered and elapsed < wait.timeout_seconds
+            ]
+
+        while pending := open_waits():
+            elapsed = (workflow.now() - parked_at).total_seconds()
+            soonest = min(wait.timeout_seconds for wait in pending) - elapsed
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: all(wait.wait_id in self._answered for wait in pending),
+                    timeout=timedelta(seconds=max(soonest, 0.001)),
+                )
 
     async def _run_tool(self, turn: TurnInput, call: ToolCallRef) -> None:
         retry: RetryPolicy = policies.IDEMPOTENT_TOOL_RETRY if call.idempotent else policies.ONCE

@@ -45,12 +45,15 @@ class ProviderError(Exception):
         retry_after: float | None = None,
         status: int | None = None,
         prefill_rejected: bool = False,
+        context_overflow: bool = False,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
         self.status = status
         self.prefill_rejected = prefill_rejected
+        self.context_overflow = context_overflow
+        """The request is longer than the model's context window: compact and try again."""
 
 
 class Provider(Protocol):

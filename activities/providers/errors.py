@@ -61,11 +61,13 @@ def _body_message(body: object) -> str | None:
 
 
 def _body_error_type(body: object) -> str | None:
+    """`type`, with `code` when it says more (OpenAI: `invalid_request_error` /
+    `context_length_exceeded`)."""
     if isinstance(body, Mapping):
         error: Any = body.get("error", body)
         if isinstance(error, Mapping):
-            kind = error.get("type") or error.get("code")
-            return str(kind) if kind is not None else None
+            kinds = [str(error[k]) for k in ("type", "code") if error.get(k) is not None]
+            return " / ".join(dict.fromkeys(kinds)) or None
     return None
 
 
@@ -92,7 +94,25 @@ def from_status(
         retry_after=retry_after_seconds(headers) if retryable and headers is not None else None,
         status=status if status >= 400 else None,
         prefill_rejected=status == 400 and "prefill" in message.lower(),
+        # A 400 at the request, or an error event inside a 200 stream: the Responses API
+        # reports `context_length_exceeded` after `response.created` (openai-python raises it
+        # as `APIError` from its stream).
+        context_overflow=status <= 400 and context_overflow(message, error_type),
     )
+
+
+_OVERFLOW_SIGNS = (
+    "context_length_exceeded",  # OpenAI's error code (Chat Completions and Responses)
+    "maximum context length",  # OpenAI Chat Completions: "This model's maximum context length…"
+    "context window",  # OpenAI Responses: "Your input exceeds the context window of this model"
+    "prompt is too long",  # Anthropic Messages: "prompt is too long: N tokens > M maximum"
+)
+
+
+def context_overflow(message: str, error_type: str | None) -> bool:
+    """An error that says the request does not fit the model's context window."""
+    text = f"{error_type or ''} {message}".lower()
+    return any(sign in text for sign in _OVERFLOW_SIGNS)
 
 
 def _from_status_error(

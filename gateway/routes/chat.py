@@ -1,28 +1,37 @@
 """The AI SDK endpoints: send (POST /api/chat), resume, stop, and history."""
 
-import asyncio
 import logging
+import time
+import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
-from pydantic import ValidationError
-from pydantic_core import PydanticSerializationError
 
-from domain.names import ADMIT_SIGNAL
 from domain.reducer import reduce_chunks
 from domain.ui import UIMessage
-from gateway.body import read_json
+from gateway.access import admission
+from gateway.body import read_json, validated
+from gateway.continuation import answers_in, continuation_cursor
 from gateway.deps import OwnedSessionDep, ServicesDep, TenantDep
 from gateway.errors import ApiError
+from gateway.intake import check_encoding, checked_user_message, start_submitted
 from gateway.schemas import CHAT_REQUEST_BODY, ChatRequest, StopResult
-from gateway.sse import MAX_SEQ, Cursor, stream_response
+from gateway.sse import MAX_SEQ, Cursor, cursor_from, stream_response
 from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
+from gateway.waits import record_answers
 from runtime.services import Services
 from storage.chunks import load_log
-from storage.messages import active_path
-from storage.submissions import ACTIVE, stream_target, submit, withdraw_submission
+from storage.messages import active_path, stored_message
+from storage.submissions import (
+    SubmissionOptions,
+    stream_target,
+    submission_of_answer,
+    submit,
+)
 from storage.tables import Submission
-from turn_control.client import cancel_turn, signal_turn, start_turn
+from storage.tool_waits import client_calls_of
+from telemetry.log_context import bind_ids
+from turn_control.client import cancel_turn
 
 log = logging.getLogger("perdure.gateway")
 
@@ -51,95 +60,43 @@ BODY_LIMIT_FACTOR = 16
 """The body carries the client's whole history; only the new message is capped tightly."""
 
 
-async def _stream(services: Services, submission: Submission, cursor: Cursor | None) -> Response:
-    return await stream_response(
+async def _stream(
+    services: Services,
+    submission: Submission,
+    cursor: Cursor | None,
+    accepted_at: float | None = None,
+) -> Response:
+    response = await stream_response(
         services.db,
         services.watcher,
         message_id=submission.assistant_message_id,
         submission_id=submission.id,
         cursor=cursor,
+        accepted_at=accepted_at,
     )
-
-
-def _parse_chat_request(payload: object) -> ChatRequest:
-    try:
-        return ChatRequest.model_validate(payload)
-    except ValidationError as error:
-        problems = [
-            {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
-            for e in error.errors(include_url=False)
-        ]
-        summary = "; ".join(f"{p['field'] or 'body'}: {p['message']}" for p in problems[:5])
-        raise ApiError(422, "invalid_request", summary, problems=problems) from error
+    response.headers["x-perdure-temporal-url"] = services.settings.turn_ui_url(submission.id)
+    return response
 
 
 def _checked_message(chat: ChatRequest, limit: int) -> UIMessage:
-    if chat.trigger == "regenerate-message":
+    message = chat.new_message()
+    if chat.trigger == "regenerate-message" and message.role != "user":
         raise ApiError(
             422,
-            "unsupported_trigger",
-            "regenerate-message is not supported yet; send a new message",
+            "invalid_request",
+            "regenerate-message: the messages must end with the user message to answer again",
         )
-    message = chat.new_message()
-    if message.role != "user":
+    if message.role == "system":
         raise ApiError(
             422,
             "unsupported_message",
-            "the last message must be a user message (continuations after tool approval "
-            "are not supported yet)",
+            "the last message must be a user message, or the assistant message that answers "
+            "its approvals or client tool calls",
         )
-    try:
-        encoded = message.model_dump_json()
-    except PydanticSerializationError:
-        raise ApiError(
-            422, "invalid_request", "the message is not valid Unicode (a lone surrogate)"
-        ) from None
-    if "\\u0000" in encoded:
-        raise ApiError(422, "invalid_request", "the message contains a NUL character")
-    size = len(encoded.encode())
-    if size > limit:
-        raise ApiError(
-            413, "message_too_large", f"the message is {size} bytes; the limit is {limit}"
-        )
-    for index, part in enumerate(message.parts):
-        if part.type == "text" and not isinstance(part.field("text"), str):
-            raise ApiError(
-                422, "invalid_request", f"parts.{index}.text: a text part needs a string `text`"
-            )
-    if not any(p.type in ("text", "file") for p in message.parts):
-        raise ApiError(422, "empty_message", "the message has no text or file part")
-    return message
-
-
-_background: set[asyncio.Task[None]] = set()
-
-
-async def _admit_next(services: Services, submission: Submission) -> None:
-    try:
-        await temporal_call(
-            signal_turn(
-                services.client,
-                submission,
-                task_queue=services.settings.task_queue,
-                signal=ADMIT_SIGNAL,
-            ),
-            within=10 * TEMPORAL_TIMEOUT_SECONDS,
-        )
-    except Exception as error:  # noqa: BLE001 - best effort: logged, never raised
-        log.warning("could not admit submission %s: %s", submission.id, error)
-
-
-async def _withdraw(services: Services, submission: Submission) -> None:
-    """Undo an intake whose turn could not be started: nothing stays half-written."""
-    try:
-        withdrawal = await withdraw_submission(services.db, submission_id=submission.id)
-    except Exception:  # the store failed too: the reconciler will start the turn later
-        log.exception("could not withdraw submission %s", submission.id)
-        return
-    if withdrawal.admitted is not None:
-        task = asyncio.create_task(_admit_next(services, withdrawal.admitted))
-        _background.add(task)
-        task.add_done_callback(_background.discard)
+    if message.role == "assistant":
+        check_encoding(message, limit)
+        return message
+    return checked_user_message(message, limit)
 
 
 @router.post(
@@ -155,51 +112,95 @@ async def send_message(
     tenant: TenantDep,
     idempotency_key: Annotated[str | None, Header(max_length=300)] = None,
 ) -> Response:
+    accepted_at = time.monotonic()  # the time-to-first-token metric counts from here
+    bind_ids(tenant_id=tenant)
     limit = services.settings.max_message_bytes
-    chat = _parse_chat_request(await read_json(request, limit=limit * BODY_LIMIT_FACTOR))
+    chat = validated(ChatRequest, await read_json(request, limit=limit * BODY_LIMIT_FACTOR))
     message = _checked_message(chat, limit)
+    if message.role == "assistant":
+        return await _continue(services, tenant, chat, message)
+    checked = await admission(services, tenant, chat.agent)
+    edit_of = await _edited(services, tenant, chat, message)
+    if edit_of is not None:
+        # The edit is stored beside the message it edits, under an id of its own.
+        message = message.model_copy(update={"id": f"{edit_of}.edit-{uuid.uuid4().hex[:8]}"})
     outcome = await submit(
         services.db,
         tenant_id=tenant,
-        session_id=chat.id,
+        chat_id=chat.id,
         agent=chat.agent or services.settings.default_agent,
         message=message,
-        idempotency_key=idempotency_key or f"message:{message.id}",
+        idempotency_key=idempotency_key or _default_key(chat, message),
+        options=SubmissionOptions(
+            client_tools=[tool.model_dump() for tool in chat.tools] if chat.tools else None,
+            concurrency=chat.concurrency,
+            debounce_ms=chat.debounceMs,
+            task_queue=services.settings.task_queue,
+            regenerate=chat.trigger == "regenerate-message",
+            edit_of=edit_of,
+            admission=checked,
+        ),
     )
-    submission = outcome.submission
-    if submission.status in ACTIVE:
-        try:
-            await temporal_call(
-                start_turn(
-                    services.client,
-                    submission,
-                    task_queue=services.settings.task_queue,
-                    eager=services.eager_start,
-                ),
-                within=TEMPORAL_TIMEOUT_SECONDS,
-                client=services.client,
-            )
-        except Exception:
-            if outcome.created:  # a repeated request leaves the original's turn alone
-                await _withdraw(services, submission)
-            raise
-    return await _stream(services, submission, cursor=None)
+    bind_ids(session_id=outcome.submission.session_id, submission_id=outcome.submission.id)
+    log.info("message submitted (%s)", "new" if outcome.created else "already submitted")
+    await start_submitted(services, outcome, chat_id=chat.id)
+    return await _stream(
+        services,
+        outcome.submission,
+        cursor=None,
+        accepted_at=accepted_at if outcome.created else None,
+    )
 
 
-def _cursor(last_event_id: str | None, after: int | None) -> Cursor | None:
-    if after is not None:
-        return Cursor(seq=after)
-    if last_event_id is None:
+async def _edited(
+    services: Services, tenant: str, chat: ChatRequest, message: UIMessage
+) -> str | None:
+    """The stored user message this one edits: the AI SDK sends an edit with `messageId` set
+    to the edited message's id, which the new message keeps."""
+    if chat.trigger != "submit-message" or chat.messageId is None or chat.messageId != message.id:
         return None
-    cursor = Cursor.parse(last_event_id)
-    if cursor is None:
+    stored = await stored_message(
+        services.db, tenant_id=tenant, chat_id=chat.id, message_id=message.id
+    )
+    return message.id if stored is not None and stored.role == "user" else None
+
+
+def _default_key(chat: ChatRequest, message: UIMessage) -> str:
+    """A new message is deduplicated by its id; each regenerate is a new answer (a branch)."""
+    if chat.trigger == "regenerate-message" or chat.messageId is not None:
+        return f"{chat.trigger}:{message.id}:{uuid.uuid4().hex}"
+    return f"message:{message.id}"
+
+
+async def _continue(
+    services: Services, tenant: str, chat: ChatRequest, message: UIMessage
+) -> Response:
+    """The AI SDK's continuation after approvals or client tool outputs (gateway/continuation)."""
+    if chat.messageId is not None and chat.messageId != message.id:
         raise ApiError(
-            400,
-            "bad_cursor",
-            f"Last-Event-ID must be an event id (`<submission id>:<seq>`) or a seq "
-            f"from -1 to {MAX_SEQ}",
+            422, "invalid_request", "messageId must be the id of the assistant message sent"
         )
-    return cursor
+    submission = await submission_of_answer(
+        services.db, tenant_id=tenant, chat_id=chat.id, message_id=message.id
+    )
+    if submission is None:
+        raise ApiError(
+            404,
+            "message_not_found",
+            f"no answer {message.id!r} in session {chat.id!r} to continue",
+        )
+    client_calls = await client_calls_of(services.db, submission_id=submission.id)
+    answers = answers_in(message, client_calls)
+    if not answers:
+        raise ApiError(
+            422,
+            "nothing_to_continue",
+            "the assistant message answers no approval or client tool call; send a user "
+            "message to go on",
+        )
+    answered = await record_answers(services, tenant, submission.session_id, answers)
+    cursor = await continuation_cursor(services.db, submission, [a.row for a in answered])
+    return await _stream(services, submission, cursor)
 
 
 @router.get(
@@ -223,7 +224,7 @@ async def resume_stream(
     ] = None,
 ) -> Response:
     session_id = session.id
-    cursor = _cursor(last_event_id, after)
+    cursor = cursor_from(last_event_id, after)
     target = await stream_target(services.db, session_id=session_id, latest=cursor is not None)
     if target is None:
         return Response(status_code=204)
@@ -243,11 +244,25 @@ async def stop(session: OwnedSessionDep, services: ServicesDep) -> StopResult:
 
 
 @router.get("/{session_id}/messages", summary="The active path as AI SDK UIMessages")
-async def messages(session: OwnedSessionDep, services: ServicesDep) -> list[UIMessage]:
+async def messages(
+    session: OwnedSessionDep,
+    services: ServicesDep,
+    limit: Annotated[
+        int | None,
+        Query(ge=1, le=10_000, description="Only the newest this many stored messages"),
+    ] = None,
+) -> list[UIMessage]:
     session_id = session.id
-    path = await active_path(services.db, session_id=session_id)
+    # The running turn first: if it ends between the two reads, the path read after it holds
+    # its stored answer. Read the other way round, that answer would be in neither.
     running = await stream_target(services.db, session_id=session_id, latest=False)
-    if running is not None and running.status == "running":
+    path = await active_path(services.db, session_id=session_id, newest=limit)
+    stored_ids = {message.id for message in path}
+    if (
+        running is not None
+        and running.status == "running"
+        and running.assistant_message_id not in stored_ids
+    ):
         partial = reduce_chunks(
             await load_log(services.db, message_id=running.assistant_message_id)
         )
@@ -258,7 +273,10 @@ async def messages(session: OwnedSessionDep, services: ServicesDep) -> list[UIMe
                         "id": running.assistant_message_id,
                         "role": "assistant",
                         "parts": partial.parts,
-                        "metadata": {**partial.metadata, "status": "streaming"},
+                        "metadata": {
+                            **partial.metadata,
+                            "status": "waiting" if partial.parked else "streaming",
+                        },
                     }
                 )
             )

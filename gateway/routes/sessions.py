@@ -15,13 +15,18 @@ from gateway.deps import (
 )
 from gateway.schemas import EventPublic, SessionPublic, SessionsPublic, SessionUpdate
 from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
+from runtime.services import Services
 from storage.events import list_events
 from storage.sessions import (
     active_submission_ids,
+    chat_ids,
+    child_sessions,
     delete_session,
     list_sessions,
     rename_session,
 )
+from storage.tables import ChatSession
+from storage.tool_waits import sessions_waiting
 from turn_control.client import cancel_turn, wait_turn_ended
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
@@ -29,6 +34,24 @@ CANCEL_GRACE_SECONDS = 10.0
 MAX_OFFSET = 2**31 - 1
 MAX_EVENT_ID = 2**31 - 1
 """Event ids are 32-bit integers in PostgreSQL."""
+
+
+async def _public(services: Services, rows: list[ChatSession]) -> list[SessionPublic]:
+    """As the client knows them: by chat id (a sub-agent's parent too), with their status."""
+    waiting = await sessions_waiting(
+        services.db, session_ids=[row.id for row in rows if row.running_submission_id]
+    )
+    parents = await chat_ids(
+        services.db, keys={row.parent_session_id for row in rows if row.parent_session_id}
+    )
+    return [
+        SessionPublic.of(
+            row,
+            parent_chat_id=parents.get(row.parent_session_id or ""),
+            waiting=row.id in waiting,
+        )
+        for row in rows
+    ]
 
 
 @router.get("", summary="List sessions, most recently active first")
@@ -39,12 +62,20 @@ async def list_all(
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> SessionsPublic:
     rows, total = await list_sessions(services.db, tenant_id=tenant, limit=limit, offset=offset)
-    return SessionsPublic(data=[SessionPublic.of(row) for row in rows], count=total)
+    return SessionsPublic(data=await _public(services, rows), count=total)
 
 
 @router.get("/{session_id}", summary="One session")
-async def read(session: OwnedSessionDep) -> SessionPublic:
-    return SessionPublic.of(session)
+async def read(session: OwnedSessionDep, services: ServicesDep) -> SessionPublic:
+    return (await _public(services, [session]))[0]
+
+
+@router.get("/{session_id}/children", summary="The sub-agent sessions its turns started")
+async def children(
+    session: OwnedSessionDep, services: ServicesDep, tenant: TenantDep
+) -> list[SessionPublic]:
+    rows = await child_sessions(services.db, tenant_id=tenant, session_id=session.id)
+    return await _public(services, rows)
 
 
 @router.patch("/{session_id}", summary="Rename a session")
@@ -52,11 +83,11 @@ async def rename(
     session_id: SessionIdPath, update: SessionUpdate, services: ServicesDep, tenant: TenantDep
 ) -> SessionPublic:
     renamed = await rename_session(
-        services.db, tenant_id=tenant, session_id=session_id, title=update.title
+        services.db, tenant_id=tenant, chat_id=session_id, title=update.title
     )
     if renamed is None:
         raise session_not_found(session_id)
-    return SessionPublic.of(renamed)
+    return (await _public(services, [renamed]))[0]
 
 
 @router.delete("/{session_id}", status_code=204, summary="Cancel its turns and delete it")
@@ -73,7 +104,7 @@ async def delete(session: OwnedSessionDep, services: ServicesDep, tenant: Tenant
         *(wait_turn_ended(services.client, i, grace_seconds=CANCEL_GRACE_SECONDS) for i in active)
     )
     if not await delete_session(services.db, tenant_id=tenant, session_id=session.id):
-        raise session_not_found(session.id)
+        raise session_not_found(session.chat_id)
     return Response(status_code=204)
 
 

@@ -3,6 +3,9 @@
 from alembic import context
 from sqlmodel import SQLModel
 
+import storage.access_tables  # noqa: F401  (API keys, tenant policies, rate buckets)
+import storage.fiber_tables  # noqa: F401  (durable fibers' tables)
+import storage.schedule_tables  # noqa: F401  (scheduled prompts' tables)
 import storage.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 connection = context.config.attributes["connection"]

@@ -3,6 +3,7 @@ restarted Temporal server — the final text is exactly the full count, nothing 
 duplicated in the store, and every stream resumes without a gap."""
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from tests.cluster import Cluster, LiveStream, running_cluster, wait_until
 from tests.databases import database_url
-from tests.e2e.chat_client import chat_body, counting, user_message
+from tests.e2e.chat_client import chat_body, counting, read_stream, send, user_message
 from tests.fakeprovider.server import FakeProvider
 
 
@@ -62,9 +63,11 @@ async def test_a_worker_killed_mid_stream_is_replaced_and_the_answer_continues_e
         assert killed_at < 300
         assert stream.text() == counting(300)
         assert [seq for seq, _ in stream.events] == list(range(len(stream.events)))
-        recovery = [c for _, c in stream.events if c["type"] == "data-recovery"]
-        assert len(recovery) == 1
-        assert recovery[0]["data"]["kind"] == "continue"
+        # The kill is recovered by continuing the streamed answer, never by answering afresh
+        # (a loaded machine may add an early retry, or a second continuation after a missed
+        # heartbeat: each is still exact, as the text above shows).
+        kinds = stream.recovery_kinds()
+        assert ("continue", True) in kinds and ("retry", True) not in kinds, kinds
         messages, info = await stored(url, session)
         assert [m["role"] for m in messages] == ["user", "assistant"]
         assert text_of(messages[1]) == counting(300)
@@ -107,12 +110,13 @@ async def test_a_killed_gateway_is_replaced_and_the_client_resumes_without_gap_o
         assert after.done
 
 
+@pytest.mark.store_agnostic  # Temporal restarts; the store takes no path of its own
 async def test_running_turns_finish_after_the_temporal_server_restarts(
     cluster: Cluster,
 ) -> None:
     session = f"restart-temporal-{uuid.uuid4().hex[:6]}"
     stream = LiveStream()
-    async with cluster.temporal():
+    async with cluster.temporal(outlived=True):
         cluster.worker()
         url = await cluster.gateway()
         http = httpx.AsyncClient(base_url=url, timeout=90)
@@ -165,3 +169,76 @@ async def test_an_interrupted_non_idempotent_tool_is_never_run_twice(cluster: Cl
             events = (await http.get(f"/v1/sessions/{session}/events")).json()
         (repaired,) = [e for e in events if e["type"] == "chat.transcript.repaired"]
         assert repaired["data"]["toolCallIds"] == [tool_part["toolCallId"]]
+
+
+async def test_a_worker_killed_while_a_turn_waits_for_approval_changes_nothing(
+    cluster: Cluster,
+) -> None:
+    async with cluster.temporal():
+        worker = cluster.worker()
+        url = await cluster.gateway()
+        session = f"kill-parked-{uuid.uuid4().hex[:6]}"
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            parked = await send(
+                http, session, f'@tool delete_file {{"path": "{session}"}}', agent="approvals"
+            )
+            worker.kill()
+            cluster.worker()
+            (approval,) = (await http.get(f"/v1/sessions/{session}/approvals")).json()
+            answered = await http.post(
+                f"/v1/sessions/{session}/approvals/{approval['approvalId']}",
+                json={"approved": True},
+            )
+            continued = await read_stream(
+                http,
+                "GET",
+                f"/api/chat/{session}/stream",
+                headers={"Last-Event-ID": parked.last_event_id},
+            )
+
+        assert answered.status_code == 200
+        assert continued.ids[0] == parked.ids[-1] + 1
+        assert continued.text() == f"Tool delete_file returned: deleted {session}"
+        assert cluster.tool_runs() == [f"delete_file:{session}"]
+        messages, info = await stored(url, session)
+        assert info["status"] == "idle"
+        assert text_of(messages[1]) == continued.text()
+
+
+async def test_a_worker_killed_while_a_sub_agent_streams_ends_with_the_exact_answer(
+    cluster: Cluster,
+) -> None:
+    async with cluster.temporal():
+        worker = cluster.worker()
+        url = await cluster.gateway()
+        session = f"kill-sub-{uuid.uuid4().hex[:6]}"
+        task = f"@count 200 @delay 15 {session}"
+        stream = LiveStream()
+        async with httpx.AsyncClient(base_url=url, timeout=90) as http:
+            body = {
+                **chat_body(session, user_message(f"@tool research {json.dumps({'task': task})}")),
+                "agent": "manager",
+            }
+            async with http.stream("POST", "/api/chat", json=body) as response:
+                reader = asyncio.create_task(stream.read(response))
+                await wait_until(
+                    lambda: any(c.get("preliminary") for _, c in stream.events), timeout=30
+                )
+                worker.kill()
+                cluster.worker()
+                await asyncio.wait_for(reader, timeout=90)
+            (child,) = (await http.get(f"/v1/sessions/{session}/children")).json()
+
+        answer = counting(200)
+        final = [
+            c
+            for _, c in stream.events
+            if c["type"] == "tool-output-available" and not c.get("preliminary")
+        ]
+        assert [c["output"] for c in final] == [answer]
+        assert stream.text() == f"Tool research returned: {answer}"
+        messages, info = await stored(url, session)
+        assert info["status"] == "idle"
+        child_messages, child_info = await stored(url, child["id"])
+        assert child_info["status"] == "idle"
+        assert text_of(child_messages[1]) == answer

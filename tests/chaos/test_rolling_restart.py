@@ -4,6 +4,7 @@ the grace period, then hands the unfinished ones over; every answer is still exa
 count, each turn stores one assistant message and ends completed."""
 
 import asyncio
+import re
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -30,6 +31,13 @@ DELAY_MS = 50
 """22.5 s of answer at 20 tokens/s. A replacement worker takes 4-8 s to start polling on the
 2-core machine, so the second worker's grace period also ends while every answer streams."""
 GRACE = {"PERDURE_WORKER_SHUTDOWN_GRACE": "2"}
+
+
+def _running_at_shutdown(log: str) -> int:
+    """The running activities a worker's shutdown found, as it logged them."""
+    found = re.search(r"polling stopped; (\d+) running activities", log)
+    assert found, f"the worker did not log its shutdown:\n{log}"
+    return int(found.group(1))
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -75,19 +83,32 @@ async def test_a_rolling_restart_of_every_worker_loses_and_repeats_nothing(
         log = worker.output()
         assert "worker shutting down: polling stopped" in log
         assert "worker stopped after" in log
-    # The restarts landed mid-stream: answers were handed over and continued, never retried.
+    # The restarts landed mid-stream: answers were handed over and continued, never retried
+    # once text was streamed. (A retry before the first text is an ordinary recovery: on an
+    # overloaded machine a first attempt can miss its heartbeat before the provider answers.)
     recoveries = [notice for turn in turns for notice in turn.recoveries()]
-    assert recoveries, "no answer was still streaming when a grace period ended"
-    assert {notice["data"].get("kind") for notice in recoveries} == {"continue"}
-    for worker in first:
+    assert any(notice["data"].get("kind") == "continue" for notice in recoveries), (
+        "no answer was still streaming when a grace period ended"
+    )
+    retried_after_text = {
+        turn.session: kinds
+        for turn in turns
+        if ("retry", True) in (kinds := turn.stream.recovery_kinds())
+    }
+    assert retried_after_text == {}
+    # A worker that was running answers when it stopped handed them over. Which worker runs
+    # which answer is Temporal's choice: one of them may have had none left by its turn.
+    handing_over = [worker for worker in first if _running_at_shutdown(worker.output()) > 0]
+    assert handing_over, cluster.logs()
+    for worker in handing_over:
         assert "handed over: Temporal retries it" in worker.output(), worker.output()
     # A hand-over is not a stop: a background response runs on at the provider, and the next
     # attempt re-attaches to it (`starting_after`) instead of generating the rest again.
-    routes = {
-        turn.session: [request.route for request in fake_provider.requests_for(turn.user_text)]
-        for turn in turns
-        if turn.agent == "responses"
-    }
-    for session, requested in routes.items():
-        assert "responses.cancel" not in requested, f"{session} cancelled: {requested}"
-        assert requested.count("responses") == 1, f"{session} regenerated: {requested}"
+    # Only a retry before the first text can create another (if no response id was recorded).
+    for turn in (turn for turn in turns if turn.agent == "responses"):
+        requested = [request.route for request in fake_provider.requests_for(turn.user_text)]
+        early_retries = turn.stream.recovery_kinds().count(("retry", False))
+        assert "responses.cancel" not in requested, f"{turn.session} cancelled: {requested}"
+        assert 1 <= requested.count("responses") <= 1 + early_retries, (
+            f"{turn.session} regenerated: {requested}"
+        )

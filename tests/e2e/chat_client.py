@@ -8,6 +8,8 @@ from typing import Any
 import httpx
 from httpx_sse import aconnect_sse
 
+from storage.session_keys import session_key
+
 
 @dataclass
 class Streamed:
@@ -49,6 +51,12 @@ def user_message(text: str, message_id: str | None = None) -> dict[str, Any]:
 
 def chat_body(session_id: str, message: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"id": session_id, "messages": [message], "trigger": "submit-message", **extra}
+
+
+def key_of(chat_id: str, tenant: str = "default") -> str:
+    """The storage key the store's tables know a session by, for a session these tests
+    created (never one stored before migration 0008, whose key is its chat id)."""
+    return session_key(tenant, chat_id)
 
 
 async def read_stream(

@@ -1,10 +1,13 @@
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from gateway.app import create_app
+from runtime.settings import ApiKeys
 from storage.db import Database
 from storage.migrate import migrate
 from tests.databases import database_url
@@ -15,6 +18,31 @@ from tests.stack import Stack
 async def http(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=stack.url, timeout=30) as client:
         yield client
+
+
+@pytest.fixture
+async def tenants(stack: Stack) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+    """Clients of tenants alpha and beta (API keys configured), on the same stack."""
+    settings = stack.settings.model_copy(
+        update={"api_keys": ApiKeys.parse("key-a:alpha,key-b:beta")}
+    )
+    app = create_app(services=dataclasses.replace(stack.services, settings=settings))
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        httpx.AsyncClient(
+            transport=transport,
+            base_url=stack.url,
+            timeout=30,
+            headers={"Authorization": "Bearer key-a"},
+        ) as alpha,
+        httpx.AsyncClient(
+            transport=transport,
+            base_url=stack.url,
+            timeout=30,
+            headers={"Authorization": "Bearer key-b"},
+        ) as beta,
+    ):
+        yield alpha, beta
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -22,7 +22,9 @@ def _node_ready() -> str | None:
 
 @pytest.mark.node
 @pytest.mark.parametrize("stack", ["sqlite"], indirect=True)
-async def test_the_ai_sdk_chat_client_sends_resumes_and_stops(stack: Stack) -> None:
+async def test_the_ai_sdk_chat_client_sends_resumes_stops_and_answers_parked_turns(
+    stack: Stack,
+) -> None:
     missing = _node_ready()
     if missing is not None:
         skip_or_fail(missing)
@@ -40,4 +42,4 @@ async def test_the_ai_sdk_chat_client_sends_resumes_and_stops(stack: Stack) -> N
     assert process.returncode == 0, report
     assert "ℹ fail 0" in report, report
     assert "ℹ skipped 0" in report, report
-    assert "ℹ pass 5" in report, report
+    assert "ℹ pass 10" in report, report

@@ -42,8 +42,13 @@ BAD_BODIES: dict[str, tuple[Any, int, str]] = {
         422,
         "empty_message",
     ),
-    "an assistant message last": (
+    "an assistant message last that continues no answer": (
         {"id": "s", "messages": [{"id": "m", "role": "assistant", "parts": [text_part("x")]}]},
+        404,
+        "message_not_found",
+    ),
+    "a system message last": (
+        {"id": "s", "messages": [{"id": "m", "role": "system", "parts": [text_part("x")]}]},
         422,
         "unsupported_message",
     ),

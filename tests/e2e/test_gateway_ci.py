@@ -66,7 +66,7 @@ async def test_on_ci_a_missing_ai_sdk_client_fails_instead_of_skipping(
     monkeypatch.setattr(test_ai_sdk_client, "NODE_TESTS", tmp_path)  # no node_modules here
 
     try:
-        await test_ai_sdk_client.test_the_ai_sdk_chat_client_sends_resumes_and_stops(
+        await test_ai_sdk_client.test_the_ai_sdk_chat_client_sends_resumes_stops_and_answers_parked_turns(
             stack=None  # type: ignore[arg-type] - refused before the stack is used
         )
     except BaseException as raised:  # noqa: BLE001 - the outcome is what is examined

@@ -23,7 +23,7 @@ from runtime.temporal_dev import dev_server
 from storage.db import Database
 from storage.tables import Message, Submission
 from tests.databases import database_url
-from tests.e2e.chat_client import chat_body, counting, read_stream, send, user_message
+from tests.e2e.chat_client import chat_body, counting, key_of, read_stream, send, user_message
 from tests.stack import Stack, free_port, running_stack
 
 QUICK_503_SECONDS = 2.0
@@ -78,8 +78,9 @@ async def stack_on_own_temporal(
         await temporal.stop()
 
 
-async def stored(db: Database, session_id: str) -> tuple[int, int]:
+async def stored(db: Database, chat_id: str) -> tuple[int, int]:
     """(messages, submissions) of a session, read from the store itself."""
+    session_id = key_of(chat_id)
     async with db.read() as session:
         messages = (
             await session.exec(

@@ -13,7 +13,7 @@ from storage.sessions import delete_session
 from storage.submissions import SubmitOutcome, submit, withdraw_submission
 from storage.tables import ChatSession, ChunkRow, Message, Submission
 from storage.timing import now
-from tests.e2e.chat_client import send
+from tests.e2e.chat_client import key_of, send
 from tests.stack import Stack
 
 
@@ -28,7 +28,7 @@ async def submit_text(db: Database, session_id: str, message_id: str) -> SubmitO
     return await submit(
         db,
         tenant_id="default",
-        session_id=session_id,
+        chat_id=session_id,
         agent="default",
         message=message,
         idempotency_key=f"message:{message_id}",
@@ -39,13 +39,12 @@ async def session_state(
     db: Database, session_id: str
 ) -> tuple[ChatSession | None, dict[str, str | None], dict[str, str]]:
     """(the session, {message id: parent id}, {submission id: status})."""
+    key = key_of(session_id)
     async with db.read() as session:
-        chat = await session.get(ChatSession, session_id)
-        messages = (
-            await session.exec(select(Message).where(Message.session_id == session_id))
-        ).all()
+        chat = await session.get(ChatSession, key)
+        messages = (await session.exec(select(Message).where(Message.session_id == key))).all()
         submissions = (
-            await session.exec(select(Submission).where(Submission.session_id == session_id))
+            await session.exec(select(Submission).where(Submission.session_id == key))
         ).all()
     return (
         chat,
@@ -140,4 +139,4 @@ async def test_a_submission_whose_log_has_begun_is_not_withdrawn(stack: Stack) -
     assert chat is not None and chat.running_submission_id == first.id
     assert messages == {"m1": None}
     assert submissions == {first.id: "running"}
-    await delete_session(db, tenant_id="default", session_id=session_id)
+    await delete_session(db, tenant_id="default", session_id=key_of(session_id))

@@ -19,8 +19,8 @@ from schemathesis.checks import not_a_server_error, response_schema_conformance
 from tests.e2e.chat_client import chat_body, read_stream, user_message
 from tests.stack import Stack
 
-EXAMPLES_PER_OPERATION = 40
-"""Per operation and generation mode: a run takes 15-40 s per store (SQLite, PostgreSQL)."""
+EXAMPLES_PER_OPERATION = 16
+"""Per operation and generation mode: a run takes 25-35 s per store (SQLite, PostgreSQL)."""
 REQUEST_TIMEOUT_SECONDS = 30
 
 

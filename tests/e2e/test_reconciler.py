@@ -11,9 +11,10 @@ from domain.names import RECONCILER_WORKFLOW, reconciler_schedule_id, turn_workf
 from domain.payloads import ReconcileInput, ReconcileReport
 from domain.ui import UIMessage
 from runtime.schedules import RECONCILE_EVERY, ensure_reconciler_schedule
+from storage.submission_ledger import request_cancel
 from storage.submissions import submit
 from storage.tables import ChatSession
-from tests.e2e.chat_client import counting, read_stream, send, user_message
+from tests.e2e.chat_client import counting, key_of, read_stream, send, user_message
 from tests.e2e.test_chat_turn import new_session, wait_for_text, wait_idle
 from tests.stack import Stack
 
@@ -37,7 +38,7 @@ async def test_a_turn_whose_gateway_died_before_starting_it_is_started(
     recorded = await submit(
         stack.services.db,
         tenant_id="default",
-        session_id=session,
+        chat_id=session,
         agent="default",
         message=UIMessage.model_validate(user_message("@count 12")),
         idempotency_key="orphan",
@@ -90,7 +91,7 @@ async def test_every_worker_task_queue_has_a_reconciler_schedule(stack: Stack) -
 
 async def _running_submission(stack: Stack, session: str) -> str:
     async with stack.services.db.read() as db_session:
-        chat = await db_session.get(ChatSession, session)
+        chat = await db_session.get(ChatSession, key_of(session))
         assert chat is not None and chat.running_submission_id is not None
         return chat.running_submission_id
 
@@ -110,3 +111,26 @@ async def test_a_worker_brings_an_older_schedule_up_to_date(stack: Stack) -> Non
 
     description = await handle.describe()
     assert description.schedule.spec.intervals[0].every == RECONCILE_EVERY
+
+
+async def test_a_cancelled_submission_whose_turn_never_started_is_ended_not_started(
+    stack: Stack, http: httpx.AsyncClient
+) -> None:
+    session = new_session()
+    recorded = await submit(
+        stack.services.db,
+        tenant_id="default",
+        chat_id=session,
+        agent="default",
+        message=UIMessage.model_validate(user_message("@count 3")),
+        idempotency_key="orphan-cancelled",
+    )
+    await request_cancel(stack.services.db, submission_id=recorded.submission.id)
+
+    report = await reconcile_now(stack)
+
+    assert recorded.submission.id in report.closed
+    assert recorded.submission.id not in report.started
+    row = (await http.get(f"/v1/sessions/{session}/submissions/{recorded.submission.id}")).json()
+    assert row["status"] == "aborted"
+    await wait_idle(http, session)

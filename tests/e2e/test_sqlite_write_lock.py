@@ -59,10 +59,12 @@ async def test_a_transaction_goes_on_within_milliseconds_of_the_lock_being_relea
     sqlite_store: Database,
 ) -> None:
     async def write(session: AsyncSession) -> None:
+        session_id = f"s-{uuid.uuid4().hex[:8]}"
         session.add(
             ChatSession(
-                id=f"s-{uuid.uuid4().hex[:8]}",
+                id=session_id,
                 tenant_id="t",
+                chat_id=session_id,
                 agent="a",
                 created_at=1.0,
                 updated_at=1.0,

@@ -12,7 +12,14 @@ from storage.tables import ChatSession
 
 
 def _session_row(session_id: str) -> ChatSession:
-    return ChatSession(id=session_id, tenant_id="t", agent="a", created_at=1.0, updated_at=1.0)
+    return ChatSession(
+        id=session_id,
+        tenant_id="t",
+        chat_id=session_id,
+        agent="a",
+        created_at=1.0,
+        updated_at=1.0,
+    )
 
 
 async def _stored(store: Database, session_id: str) -> bool:

@@ -11,6 +11,7 @@ from storage.chunks import LogWriter, load_log
 from storage.db import Database
 from storage.submissions import apply_recovery_plan, get_submission, queued_after, submit
 from storage.tables import Submission
+from tests.e2e.chat_client import key_of
 
 
 def message(text: str) -> UIMessage:
@@ -23,7 +24,7 @@ async def submit_text(store: Database, session: str, text: str) -> Submission:
     outcome = await submit(
         store,
         tenant_id="t",
-        session_id=session,
+        chat_id=session,
         agent="default",
         message=message(text),
         idempotency_key=f"key:{text}",
@@ -43,7 +44,10 @@ async def test_the_queue_keeps_arrival_order_when_a_gateways_clock_runs_behind(
     third = await submit_text(store, session, "third")
 
     assert running.status == "running"
-    assert [s.id for s in await queued_after(store, session_id=session)] == [second.id, third.id]
+    assert [s.id for s in await queued_after(store, session_id=key_of(session, "t"))] == [
+        second.id,
+        third.id,
+    ]
 
 
 async def test_a_dropped_follow_up_is_skipped_and_its_log_closed_in_the_plans_transaction(
@@ -56,7 +60,7 @@ async def test_a_dropped_follow_up_is_skipped_and_its_log_closed_in_the_plans_tr
 
     await apply_recovery_plan(
         store,
-        session_id=session,
+        session_id=key_of(session, "t"),
         keep=[kept.id],
         skip=[dropped.id],
         writer=LogWriter("activity:1", 2),
@@ -66,7 +70,7 @@ async def test_a_dropped_follow_up_is_skipped_and_its_log_closed_in_the_plans_tr
     assert after is not None and after.status == "skipped"
     logged = await load_log(store, message_id=dropped.assistant_message_id)
     assert [c["type"] for c in logged] == ["start", "abort"]
-    assert [s.id for s in await queued_after(store, session_id=session)] == [kept.id]
+    assert [s.id for s in await queued_after(store, session_id=key_of(session, "t"))] == [kept.id]
 
 
 async def test_a_recovery_plan_can_reorder_the_queue(store: Database) -> None:
@@ -76,10 +80,17 @@ async def test_a_recovery_plan_can_reorder_the_queue(store: Database) -> None:
     newer = await submit_text(store, session, "newer")
 
     await apply_recovery_plan(
-        store, session_id=session, keep=[newer.id, older.id], skip=[], writer=LogWriter("a", 2)
+        store,
+        session_id=key_of(session, "t"),
+        keep=[newer.id, older.id],
+        skip=[],
+        writer=LogWriter("a", 2),
     )
 
-    assert [s.id for s in await queued_after(store, session_id=session)] == [newer.id, older.id]
+    assert [s.id for s in await queued_after(store, session_id=key_of(session, "t"))] == [
+        newer.id,
+        older.id,
+    ]
 
 
 async def test_first_messages_racing_to_create_a_session_are_all_kept_in_one_queue(
@@ -93,6 +104,6 @@ async def test_first_messages_racing_to_create_a_session_are_all_kept_in_one_que
     assert sorted(s.status for s in recorded) == ["pending", "pending", "pending", "running"]
     assert len({s.queue_seq for s in recorded}) == len(texts)
     running = next(s for s in recorded if s.status == "running")
-    assert {s.id for s in await queued_after(store, session_id=session)} == {
+    assert {s.id for s in await queued_after(store, session_id=key_of(session, "t"))} == {
         s.id for s in recorded if s is not running
     }

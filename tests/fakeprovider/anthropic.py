@@ -153,7 +153,7 @@ class AnthropicRoutes:
                 rules.anthropic_tool_pairs,
                 rules.anthropic_thinking_blocks,
                 rules.anthropic_trailing_whitespace,
-            ) or screen(self.state, transcript, directives)
+            ) or screen(self.state, transcript, directives, "anthropic")
         if isinstance(verdict, Rejection):
             record.status = verdict.status
             return anthropic_error(verdict)

@@ -3,6 +3,7 @@
 Every directive is a token starting with `@`; unknown `@words` stay part of the text.
 
     @count N                      answer "1 2 … N"
+    @markdown                     answer MARKDOWN_SAMPLE (a list and a fenced code block)
     @delay MS                     sleep MS ms before every content delta
     @ttft MS                      sleep MS ms before the first content delta
     @tool NAME {json args}        call tool NAME (args: a JSON object, rest of the line)
@@ -12,6 +13,8 @@ Every directive is a token starting with `@`; unknown `@words` stay part of the 
     @stall_after D [xK]           go silent after D deltas until the client leaves
     @midstream_error D [xK]       error event (Anthropic) / abrupt close (OpenAI) after D deltas
     @reject_prefill               HTTP 400 for any request carrying an assistant prefill
+    @context_limit N              HTTP 400 "context full", as each API words it, for a
+                                  request over N input tokens (as the fake counts them)
 """
 
 import json
@@ -49,12 +52,14 @@ class Directives:
     text: str
     """The user text without its directives, whitespace normalised."""
     count: int | None = None
+    markdown: bool = False
     delay_ms: int = 0
     ttft_ms: int = 0
     tools: list[ToolDirective] = field(default_factory=list)
     parallel: bool = False
     faults: list[Fault] = field(default_factory=list)
     reject_prefill: bool = False
+    context_limit: int | None = None
 
 
 class _Tokens:
@@ -132,6 +137,8 @@ def parse(user_text: str) -> Directives:
         while (token := tokens.next()) is not None:
             if token == "@count":
                 found["count"] = tokens.int_arg(0)
+            elif token == "@markdown":
+                found["markdown"] = True
             elif token == "@delay":
                 found["delay_ms"] = tokens.int_arg(0)
             elif token == "@ttft":
@@ -142,6 +149,8 @@ def parse(user_text: str) -> Directives:
                 found["parallel"] = True
             elif token == "@reject_prefill":
                 found["reject_prefill"] = True
+            elif token == "@context_limit":
+                found["context_limit"] = tokens.int_arg(0)
             elif token == "@fail":
                 found["faults"].append(_parse_fail(tokens))
             elif token in _STREAM_FAULTS:

@@ -1,6 +1,7 @@
 """Decide, before streaming, whether a request is refused or carries a stream fault."""
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tests.fakeprovider.directives import Directives, Fault
 from tests.fakeprovider.state import FakeState
@@ -25,12 +26,47 @@ class Rejection:
     """OpenAI's `error.code` (e.g. `unknown_parameter`); None renders the status default."""
 
 
+Wire = Literal["chat", "responses", "anthropic"]
+
+
+def context_overflow(wire: Wire, limit: int, tokens: int) -> Rejection:
+    """A request over the model's context window, as each API answers it:
+    - OpenAI Chat Completions: HTTP 400 `invalid_request_error`, code `context_length_exceeded`,
+      param `messages`, "This model's maximum context length is N tokens. However, your
+      messages resulted in M tokens…";
+    - OpenAI Responses: code `context_length_exceeded`, param `input`, "Your input exceeds the
+      context window of this model…", told inside a 200 stream when streaming
+      (openai_responses.overflow_events says where that is documented);
+    - Anthropic Messages: HTTP 400 `invalid_request_error`, "prompt is too long: M tokens > N
+      maximum"."""
+    if wire == "anthropic":
+        return Rejection(400, f"prompt is too long: {tokens} tokens > {limit} maximum")
+    if wire == "responses":
+        return Rejection(
+            400,
+            "Your input exceeds the context window of this model. Please adjust your input "
+            "and try again.",
+            param="input",
+            code="context_length_exceeded",
+        )
+    return Rejection(
+        400,
+        f"This model's maximum context length is {limit} tokens. However, your messages "
+        f"resulted in {tokens} tokens. Please reduce the length of the messages.",
+        param="messages",
+        code="context_length_exceeded",
+    )
+
+
 def screen(
-    state: FakeState, transcript: Transcript, directives: Directives
+    state: FakeState, transcript: Transcript, directives: Directives, wire: Wire
 ) -> Rejection | Fault | None:
     """A refusal, or the stream fault to apply (spending its budget), or None for a clean run."""
     if directives.reject_prefill and transcript.prefill is not None:
         return Rejection(400, PREFILL_REJECTED)
+    limit = directives.context_limit
+    if limit is not None and transcript.input_tokens > limit:
+        return context_overflow(wire, limit, transcript.input_tokens)
     fault = state.take_fault(transcript.user_text, directives.faults)
     if fault is None or fault.kind != "fail":
         return fault

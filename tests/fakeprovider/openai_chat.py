@@ -156,7 +156,7 @@ class ChatRoutes:
         record = self.state.record("chat.completions", body, transcript.user_text)
         directives = parse(transcript.user_text)
         verdict: Rejection | Fault | None = self._refusal(flavour, body) or screen(
-            self.state, transcript, directives
+            self.state, transcript, directives, "chat"
         )
         if isinstance(verdict, Rejection):
             record.status = verdict.status

@@ -168,6 +168,35 @@ def response_events(plan: Plan, response_id: str, body: dict[str, Any]) -> list[
     ]
 
 
+def overflow_events(
+    rejection: Rejection, response_id: str, body: dict[str, Any]
+) -> list[tuple[Event, bool]]:
+    """A streamed request over the context window: the Responses API answers 200, sends
+    `response.created` and `response.in_progress`, then an `error` event whose error object is
+    nested, as users report it (dyad-sh/dyad#1672, anomalyco/opencode#6071: `{"type": "error",
+    "sequence_number": 2, "error": {"type": "invalid_request_error", "code":
+    "context_length_exceeded", "message": "Your input exceeds the context window of this
+    model…", "param": "input"}}`); openai-python raises that as `APIError` from its stream."""
+    build = _Builder(response_id, body)
+    first = "queued" if body.get("background") else "in_progress"
+    build.emit("response.created", response=build.response(first))
+    build.emit("response.in_progress", response=build.response("in_progress"))
+    build.emit("error", error=overflow_error(rejection))
+    return [
+        ({**event, "sequence_number": seq}, is_delta)
+        for seq, (event, is_delta) in enumerate(build.events)
+    ]
+
+
+def overflow_error(rejection: Rejection) -> dict[str, Any]:
+    return {
+        "type": "invalid_request_error",
+        "code": rejection.code,
+        "message": rejection.message,
+        "param": rejection.param,
+    }
+
+
 @dataclass
 class StoredResponse:
     id: str
@@ -177,6 +206,8 @@ class StoredResponse:
     frames: list[Frame]
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     cancelled_at: float | None = None
+    error: dict[str, Any] | None = None
+    """Why it failed (a context overflow): `GET` shows it `failed` with this error."""
 
     @property
     def finished_at(self) -> float:
@@ -195,6 +226,8 @@ class StoredResponse:
                 items[event["output_index"]] = event["item"]
         if latest["status"] in ("completed", "incomplete"):
             return latest
+        if self.error is not None:
+            return {**latest, "status": "failed", "error": self.error}
         status = "cancelled" if self.cancelled_at is not None else latest["status"]
         return {**latest, "status": status, "output": [items[i] for i in sorted(items)]}
 
@@ -229,16 +262,21 @@ class ResponsesRoutes:
                 rules.unknown_responses_parameter,
                 rules.background_without_store,
                 rules.responses_function_call_outputs,
-            ) or screen(self.state, transcript, directives)
-        if isinstance(verdict, Rejection):
+            ) or screen(self.state, transcript, directives, "responses")
+        response_id = f"resp_{uuid.uuid4().hex}"
+        overflow = isinstance(verdict, Rejection) and verdict.code == "context_length_exceeded"
+        if isinstance(verdict, Rejection) and not overflow:
             record.status = verdict.status
             return openai_error(verdict)
         continuing = None
         if transcript.partial is not None:
             continuing = Continuing(transcript.partial, repeat=True)
         plan = make_plan(transcript, directives, continuing)
-        response_id = f"resp_{uuid.uuid4().hex}"
-        events = response_events(plan, response_id, body)
+        if isinstance(verdict, Rejection):  # the overflow, told inside the stream
+            events = overflow_events(verdict, response_id, body)
+            verdict = None
+        else:
+            events = response_events(plan, response_id, body)
         frames = [
             Frame(sse(event, event["type"]), delta, event["sequence_number"])
             for event, delta in events
@@ -249,6 +287,7 @@ class ResponsesRoutes:
             background=background,
             events=[event for event, _ in events],
             frames=schedule(frames, record.started_at, plan.delay_s, plan.ttft_s),
+            error=events[-1][0]["error"] if events[-1][0]["type"] == "error" else None,
         )
         if background or body.get("store", True):
             self.store[response_id] = stored

@@ -122,7 +122,26 @@ def _tool_step(
     return [], " ".join(answers)
 
 
+MARKDOWN_SAMPLE = """Here is an iterative version:
+
+```python
+def fibonacci(n: int) -> int:
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    return a
+```
+
+It takes **O(n)** time and `O(1)` memory:
+
+- no recursion, so no stack limit
+- no table of earlier values"""
+"""What `@markdown` answers: Markdown that a chat client renders (the web page's tests)."""
+
+
 def answer_text(directives: Directives) -> str:
+    if directives.markdown:
+        return MARKDOWN_SAMPLE
     if directives.count is not None:
         return " ".join(str(n) for n in range(1, directives.count + 1))
     return f"You said: {directives.text}".rstrip()

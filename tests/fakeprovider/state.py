@@ -81,6 +81,11 @@ class FakeState:
                 if contains in request.user_text
             ]
 
+    def forget_requests(self) -> None:
+        """Drop the recorded requests (a long benchmark reads each turn's, then frees them)."""
+        with self._lock:
+            self.requests.clear()
+
     def reset(self) -> None:
         with self._lock:
             self.requests.clear()

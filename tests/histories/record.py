@@ -1,11 +1,13 @@
-"""Record the histories the replay test checks: `python -m tests.histories.record`.
+"""Record the histories the replay test checks: `python -m tests.histories.record NAME…`.
 
-Run it again only when TurnWorkflow changes on purpose (with a versioning plan for running
-turns); the committed histories are what a deployed worker must still be able to replay.
+Record only new ones (each when TurnWorkflow changes on purpose, with a versioning plan for
+running turns): the committed histories are what deployed workers recorded, and a worker must
+still be able to replay them. `parked` was recorded when turns began to upsert their status.
 """
 
 import asyncio
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from domain.names import turn_workflow_id
+from domain.turn_labels import TURN_ATTRIBUTES
 from runtime.temporal_dev import temporal_binary
 from tests.e2e.chat_client import send
 from tests.fakeprovider.server import FakeProvider
@@ -27,12 +30,13 @@ TURNS = {
 }
 
 
-async def main() -> None:
+async def main(names: set[str]) -> None:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_binary(),
         data_converter=pydantic_data_converter,
         ui=False,
         dev_server_log_level="error",
+        search_attributes=TURN_ATTRIBUTES,
     )
     with FakeProvider() as fake, tempfile.TemporaryDirectory() as tmp:
         os.environ.update(fake.env())
@@ -42,17 +46,37 @@ async def main() -> None:
         ) as stack:
             async with httpx.AsyncClient(base_url=stack.url, timeout=60) as http:
                 for name, (text, agent) in TURNS.items():
+                    if name not in names:
+                        continue
                     streamed = await send(http, f"history-{name}", text, agent=agent)
                     submission = streamed.headers["x-perdure-submission-id"]
                     await save(env, submission, name)
-                stop_task = asyncio.create_task(
-                    send(http, "history-stopped", "@count 300 @delay 10")
-                )
-                await asyncio.sleep(1.0)
-                await http.post("/api/chat/history-stopped/stop")
-                stopped = await stop_task
-                await save(env, stopped.headers["x-perdure-submission-id"], "stopped")
+                if "stopped" in names:
+                    await record_stopped(env, http)
+                if "parked" in names:
+                    await record_parked(env, http)
     await env.shutdown()
+
+
+async def record_stopped(env: WorkflowEnvironment, http: httpx.AsyncClient) -> None:
+    stop_task = asyncio.create_task(send(http, "history-stopped", "@count 300 @delay 10"))
+    await asyncio.sleep(1.0)
+    await http.post("/api/chat/history-stopped/stop")
+    stopped = await stop_task
+    await save(env, stopped.headers["x-perdure-submission-id"], "stopped")
+
+
+async def record_parked(env: WorkflowEnvironment, http: httpx.AsyncClient) -> None:
+    """Parks on an approval, is approved out of band, runs the tool and answers."""
+    parked = await send(
+        http, "history-parked", '@tool delete_file {"path": "notes/x.txt"}', agent="approvals"
+    )
+    approval = next(c for c in parked.chunks if c["type"] == "tool-approval-request")
+    answered = await http.post(
+        f"/v1/sessions/history-parked/approvals/{approval['approvalId']}", json={"approved": True}
+    )
+    answered.raise_for_status()
+    await save(env, parked.headers["x-perdure-submission-id"], "parked")
 
 
 async def save(env: WorkflowEnvironment, submission_id: str, name: str) -> None:
@@ -66,5 +90,10 @@ async def save(env: WorkflowEnvironment, submission_id: str, name: str) -> None:
     print(f"recorded {name}")
 
 
+ALL = {*TURNS, "stopped", "parked"}
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    unknown = set(sys.argv[1:]) - ALL
+    if not sys.argv[1:] or unknown:
+        raise SystemExit(f"name the histories to record, of {sorted(ALL)}")
+    asyncio.run(main(set(sys.argv[1:])))

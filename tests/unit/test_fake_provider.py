@@ -19,7 +19,12 @@ from activities.providers.continuation import CONTINUE_INSTRUCTION
 from tests.fakeprovider.anthropic import THINKING
 from tests.fakeprovider.directives import Fault, ToolDirective, parse
 from tests.fakeprovider.fixtures import count_to, tag
-from tests.fakeprovider.script import continuation, repeating_continuation, words
+from tests.fakeprovider.script import (
+    MARKDOWN_SAMPLE,
+    continuation,
+    repeating_continuation,
+    words,
+)
 from tests.fakeprovider.server import FakeProvider
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,6 +127,14 @@ async def test_echo_answer_streams_one_word_per_delta(fake_provider: FakeProvide
 async def test_count_streams_numbers_with_leading_spaces(fake_provider: FakeProvider) -> None:
     deltas = await chat_deltas(fake_provider, [{"role": "user", "content": "@count 4"}])
     assert deltas == ["1", " 2", " 3", " 4"]
+
+
+async def test_markdown_streams_the_sample_word_by_word_with_its_line_breaks(
+    fake_provider: FakeProvider,
+) -> None:
+    deltas = await chat_deltas(fake_provider, [{"role": "user", "content": "show me @markdown"}])
+    assert "".join(deltas) == MARKDOWN_SAMPLE
+    assert len(deltas) == len(words(MARKDOWN_SAMPLE))
 
 
 async def test_anthropic_prefill_continues_exactly_where_it_ends(

@@ -16,6 +16,7 @@ PACKAGES = {
     "runtime",
     "gateway",
     "commands",
+    "telemetry",
 }
 ALLOWED: dict[str, set[str]] = {
     "domain": set(),
@@ -23,9 +24,18 @@ ALLOWED: dict[str, set[str]] = {
     "workflows": {"domain"},
     "storage": {"domain"},
     "turn_control": {"domain", "storage"},
-    "activities": {"domain", "perdure", "storage", "turn_control"},
-    "runtime": {"domain", "perdure", "storage", "turn_control", "activities", "workflows"},
-    "gateway": {"domain", "storage", "turn_control", "runtime"},
+    "telemetry": {"domain", "storage"},
+    "activities": {"domain", "perdure", "storage", "turn_control", "telemetry"},
+    "runtime": {
+        "domain",
+        "perdure",
+        "storage",
+        "turn_control",
+        "activities",
+        "workflows",
+        "telemetry",
+    },
+    "gateway": {"domain", "storage", "turn_control", "runtime", "telemetry"},
     "commands": PACKAGES,
 }
 

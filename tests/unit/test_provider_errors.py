@@ -31,3 +31,19 @@ def test_retry_after_prefers_milliseconds_then_seconds_then_dates() -> None:
     assert retry_after_seconds({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
     assert retry_after_seconds({"retry-after": "soon"}) is None
     assert retry_after_seconds({}) is None
+
+
+def test_a_context_overflow_told_inside_a_stream_is_an_overflow() -> None:
+    told = from_status(
+        "openai-responses:m",
+        200,
+        "Your input exceeds the context window of this model. Please adjust your input and "
+        "try again.",
+        error_type="invalid_request_error",
+    )
+
+    assert told.context_overflow and not told.retryable
+
+
+def test_a_server_error_is_never_taken_for_an_overflow() -> None:
+    assert not from_status("p", 500, "context window warming up").context_overflow

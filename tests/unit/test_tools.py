@@ -1,8 +1,10 @@
 """`@tool` builds a validated argument model and a JSON schema from the signature."""
 
+from datetime import timedelta
+
 import pytest
 
-from perdure import Agent, ToolContext, tool
+from perdure import Agent, ClientTool, ToolContext, tool
 from perdure.agents_registry import AgentRegistry
 from perdure.default_agent import DefaultAgent, calculate_expression
 from perdure.tools import ToolArgumentsError, capped_output
@@ -109,14 +111,53 @@ def test_an_output_over_the_cap_is_cut_with_a_visible_marker() -> None:
     assert capped.endswith("[output truncated: 1000 of 5000 bytes kept]")
 
 
-def test_an_agent_with_a_tool_needing_approval_refuses_to_load() -> None:
-    class Refunds(Agent):
-        name = "refunds"
+def test_a_client_tool_may_not_share_a_name_with_a_server_tool() -> None:
+    class Clashing(Agent):
+        name = "clashing"
+        client_tools = (ClientTool(name="refund", description="Refund in the browser."),)
 
-        @tool(needs_approval=True)
+        @tool
         async def refund(self, order_id: str) -> str:
             """Refund an order."""
             return order_id
 
-    with pytest.raises(ValueError, match="needs_approval=True.*not supported yet"):
-        AgentRegistry([Refunds()])
+    with pytest.raises(ValueError, match="two tools are named 'refund'"):
+        AgentRegistry([Clashing()])
+
+
+def test_a_client_tool_needs_an_object_schema_and_a_provider_safe_name() -> None:
+    with pytest.raises(ValueError, match="object schema"):
+        ClientTool(name="pick", description="Pick.", parameters={"type": "string"})
+    with pytest.raises(ValueError, match="a name is"):
+        ClientTool(name="pick a file", description="Pick.")
+
+
+def test_an_approval_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="wait timeout"):
+
+        @tool(needs_approval=True, approval_timeout=timedelta(0))
+        async def refund(self: object, order_id: str) -> str:
+            """Refund an order."""
+            return order_id
+
+
+async def test_needs_approval_may_decide_per_call_sync_or_async() -> None:
+    async def over_100(arguments: dict[str, object], ctx: ToolContext) -> bool:
+        return float(str(arguments["amount"])) > 100
+
+    class Refunds(Agent):
+        @tool(needs_approval=lambda arguments, ctx: arguments["amount"] > 100)
+        async def refund(self, amount: float) -> str:
+            """Refund."""
+            return "ok"
+
+        @tool(needs_approval=over_100)
+        async def refund_async(self, amount: float) -> str:
+            """Refund."""
+            return "ok"
+
+    tools = Refunds().tools()
+    context = ToolContext("t", "s", "sub", "call", "default")
+    for name in ("refund", "refund_async"):
+        assert await tools[name].approval_needed({"amount": 500}, context)
+        assert not await tools[name].approval_needed({"amount": 5}, context)

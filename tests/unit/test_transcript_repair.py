@@ -31,9 +31,17 @@ AWAITING_APPROVAL = [
 
 
 def test_only_tool_calls_without_a_result_need_repair() -> None:
-    reduction = reduce_chunks([STARTED, AVAILABLE, *SETTLED, *AWAITING_APPROVAL])
+    reduction = reduce_chunks([STARTED, AVAILABLE, *SETTLED])
 
     assert [p["toolCallId"] for p in unsettled_tool_parts(reduction)] == ["a", "b"]
+
+
+def test_a_call_still_awaiting_approval_when_the_model_is_called_again_needs_repair() -> None:
+    # A model step comes only after every wait of the park was answered or ran out, and an
+    # approved call ran: a call still `approval-requested` then was interrupted.
+    reduction = reduce_chunks([*SETTLED, *AWAITING_APPROVAL])
+
+    assert [p["toolCallId"] for p in unsettled_tool_parts(reduction)] == ["d"]
 
 
 @pytest.mark.parametrize(

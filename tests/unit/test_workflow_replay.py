@@ -22,4 +22,10 @@ async def test_a_recorded_turn_replays_deterministically(path: Path) -> None:
 
 
 def test_there_are_histories_to_replay() -> None:
-    assert {p.stem for p in HISTORIES} >= {"tool_call", "recovered", "exhausted", "stopped"}
+    assert {p.stem for p in HISTORIES} >= {
+        "tool_call",
+        "recovered",
+        "exhausted",
+        "stopped",
+        "parked",
+    }

@@ -1,0 +1,470 @@
+"""The fiber activities: run an agent's fiber (first run or recovery), and finish it; and the
+starter that lets code in any activity (a tool, a hook, a fiber) start fibers."""
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
+
+from activities._support import heartbeating, run_hook
+from domain.fiber_payloads import (
+    MAX_FIBER_METADATA_BYTES,
+    MAX_FIBER_PAYLOAD_BYTES,
+    MAX_FIBER_RESULT_BYTES,
+    TERMINAL_FIBER_STATUSES,
+    FiberKind,
+    FiberResult,
+    FiberStatus,
+    FinishFiberInput,
+    RunFiberInput,
+    resolve_fiber_kind,
+)
+from domain.names import FIBER_FAILED, FINISH_FIBER_ACTIVITY, RUN_FIBER_ACTIVITY, SUPERSEDED
+from perdure.agent import Agent
+from perdure.agents_registry import AgentRegistry, UnknownAgent
+from perdure.fibers import (
+    CANCEL_GRACE,
+    FiberCancelled,
+    FiberContext,
+    FiberDefinition,
+    FiberStart,
+    FiberStarter,
+    FiberState,
+    bind_fiber_starter,
+    json_size,
+    unbind_fiber_starter,
+)
+from perdure.recovery import bind_stash, unbind_stash
+from storage.db import Database
+from storage.fiber_tables import FiberRow
+from storage.fibers import (
+    Claim,
+    StaleFiberAttempt,
+    claim_fiber,
+    load_fiber,
+    publish_fiber_kinds,
+    settle_fiber,
+    stash_fiber,
+)
+from storage.submissions import get_submission
+from turn_control.fibers import start_fiber, wait_fiber_ended
+
+log = logging.getLogger("perdure.fibers")
+
+
+def fiber_kinds_of(agents: AgentRegistry) -> list[FiberKind]:
+    kinds = []
+    for name in agents.names():
+        agent = agents.resolve(name)
+        for definition in agent.fibers().values():
+            kinds.append(
+                FiberKind(
+                    agent=agent.name,
+                    name=definition.name,
+                    max_age_seconds=(definition.max_age or agent.fiber_max_age).total_seconds(),
+                    max_run_seconds=definition.max_run_time.total_seconds(),
+                    max_attempts=definition.max_attempts,
+                    hook_timeout_seconds=agent.hook_timeout.total_seconds(),
+                )
+            )
+    return kinds
+
+
+def _at(seconds: float | None) -> datetime | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+
+
+def fiber_state(fiber: FiberRow) -> FiberState:
+    return FiberState(
+        fiber_id=fiber.id,
+        name=fiber.name,
+        agent=fiber.agent,
+        status=cast(FiberStatus, fiber.status),
+        result=fiber.result,
+        error=fiber.error,
+        snapshot=fiber.snapshot,
+        metadata=fiber.meta,
+        idempotency_key=fiber.idempotency_key,
+        attempts=fiber.attempts,
+        created_at=datetime.fromtimestamp(fiber.created_at, UTC),
+        started_at=_at(fiber.started_at),
+        completed_at=_at(fiber.completed_at),
+    )
+
+
+def _failed(message: str) -> ApplicationError:
+    """The fiber is settled `error` already: end the attempt, never retry it."""
+    return ApplicationError(message, type=FIBER_FAILED, non_retryable=True)
+
+
+def _superseded(error: StaleFiberAttempt) -> ApplicationError:
+    """A paused or partitioned old attempt: a newer one owns the fiber (or it has ended)."""
+    return ApplicationError(f"stopped: {error}", type=SUPERSEDED, non_retryable=True)
+
+
+@dataclass(frozen=True)
+class _Ran:
+    status: str
+    result: Any = None
+    error: str | None = None
+
+
+class FiberActivities:
+    """`perdure.run_fiber` and `perdure.finish_fiber`."""
+
+    def __init__(self, *, db: Database, agents: AgentRegistry) -> None:
+        self._db = db
+        self._agents = agents
+
+    def _found(self, agent_name: str, name: str) -> tuple[Agent, FiberDefinition] | str:
+        try:
+            agent = self._agents.resolve(agent_name)
+        except UnknownAgent as error:
+            return str(error)
+        definition = agent.fibers().get(name)
+        if definition is None:
+            known = ", ".join(sorted(agent.fibers())) or "none"
+            return f"agent {agent.name!r} declares no fiber {name!r} (its fibers: {known})"
+        return agent, definition
+
+    @activity.defn(name=RUN_FIBER_ACTIVITY)
+    async def run_fiber(self, run: RunFiberInput) -> None:
+        """Claim the fiber for this attempt (a second claim is a recovery), run the agent's
+        method, and settle the fiber with what it returned or raised."""
+        async with heartbeating():
+            try:
+                await self._run(run)
+            except StaleFiberAttempt as error:
+                raise _superseded(error) from error
+
+    async def _run(self, run: RunFiberInput) -> None:
+        found = self._found(run.agent, run.name)
+        if isinstance(found, str):
+            await self._settle_error(run.fiber_id, found, "unknown_fiber", attempt=None)
+            raise _failed(found)
+        agent, definition = found
+        max_age = (definition.max_age or agent.fiber_max_age).total_seconds()
+        claim = await claim_fiber(self._db, fiber_id=run.fiber_id, max_age_seconds=max_age)
+        if claim is None or claim.outcome == "ended":
+            return  # deleted, or an earlier attempt ended it before Temporal heard
+        if claim.outcome == "too_old":
+            log.warning("fiber %s not recovered: %s", run.fiber_id, claim.fiber.error)
+            raise _failed(claim.fiber.error or "too old to recover")
+        try:
+            payload = definition.parse_payload(claim.fiber.payload)
+        except ValidationError as error:
+            message = f"invalid payload for fiber {definition.name!r}: " + "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'payload'}: {e['msg']}"
+                for e in error.errors(include_url=False)
+            )
+            await self._settle_error(run.fiber_id, message, "invalid_payload", claim.attempt)
+            raise _failed(message) from None
+        ctx = self._context(claim, stash=True)
+        if claim.outcome == "run":
+            log.info("fiber %s (%s.%s) started", run.fiber_id, run.agent, run.name)
+        if claim.outcome == "recover":
+            log.info("fiber %s recovered (attempt %d)", run.fiber_id, claim.attempt)
+            await run_hook(
+                "on_fiber_recovered",
+                lambda: agent.on_fiber_recovered(ctx),
+                limit=agent.hook_timeout.total_seconds(),
+            )
+        ran = await self._invoke(agent, definition, ctx, payload)
+        if ran.status == "error":
+            await self._settle_error(run.fiber_id, ran.error or "", "raised", claim.attempt)
+            raise _failed(ran.error or "the fiber failed")
+        if ran.status == "completed":
+            log.info("fiber %s completed (attempt %d)", run.fiber_id, claim.attempt)
+            await settle_fiber(
+                self._db,
+                fiber_id=run.fiber_id,
+                status="completed",
+                attempt=claim.attempt,
+                result=ran.result,
+                event={},
+            )
+
+    def _context(self, claim: Claim, *, stash: bool) -> FiberContext:
+        fiber = claim.fiber
+
+        async def write(snapshot: Any) -> None:
+            if not stash:
+                raise RuntimeError(f"fiber {fiber.id} has ended: nothing more can be stashed")
+            await stash_fiber(self._db, fiber_id=fiber.id, attempt=claim.attempt, snapshot=snapshot)
+
+        return FiberContext(
+            fiber_id=fiber.id,
+            name=fiber.name,
+            agent=fiber.agent,
+            tenant_id=fiber.tenant_id,
+            snapshot=fiber.snapshot,
+            metadata=fiber.meta,
+            attempt=claim.attempt,
+            recovered=claim.outcome == "recover",
+            created_at=datetime.fromtimestamp(fiber.created_at, UTC),
+            idempotency_key=fiber.idempotency_key,
+            stash_writer=write,
+        )
+
+    async def _invoke(
+        self, agent: Agent, definition: FiberDefinition, ctx: FiberContext, payload: Any
+    ) -> _Ran:
+        """Run the method in a task of its own, so that a cancel reaches it cooperatively:
+        `ctx.cancelled` is set, and only after `CANCEL_GRACE` is its task cancelled."""
+        token = bind_stash(ctx.stash)  # `perdure.stash()` works in a fiber too
+        try:
+            task = asyncio.create_task(definition.invoke(agent, ctx, payload))
+        finally:
+            unbind_stash(token)
+        try:
+            returned = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            details = activity.cancellation_details()
+            if details is None or not details.cancel_requested:
+                # Not a cancel (a timed-out attempt, a worker shutting down): the next
+                # attempt takes over, as after a crash.
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+                raise
+            await self._cancel(ctx, task)
+            raise
+        except StaleFiberAttempt:
+            raise
+        except FiberCancelled:
+            return _Ran("error", error="the fiber raised FiberCancelled without being cancelled")
+        except Exception as error:  # noqa: BLE001 - a fiber's failure ends it with the reason
+            log.warning("fiber %s raised", ctx.fiber_id, exc_info=error)
+            return _Ran("error", error=f"{type(error).__name__}: {error}"[:4000])
+        result = to_jsonable_python(returned)
+        size = json_size(result)
+        if size > MAX_FIBER_RESULT_BYTES:
+            return _Ran(
+                "error",
+                error=f"the result is {size} bytes of JSON; at most {MAX_FIBER_RESULT_BYTES}",
+            )
+        return _Ran("completed", result=result)
+
+    async def _cancel(self, ctx: FiberContext, task: "asyncio.Task[Any]") -> None:
+        ctx.cancellation.set()
+        try:
+            async with asyncio.timeout(CANCEL_GRACE.total_seconds()):
+                await task
+        except TimeoutError:
+            log.warning("fiber %s ignored its cancel for %s: cut off", ctx.fiber_id, CANCEL_GRACE)
+        except BaseException:  # noqa: BLE001 - however it stopped, it is cancelled
+            pass
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        log.info("fiber %s cancelled (attempt %d)", ctx.fiber_id, ctx.attempt)
+        await settle_fiber(
+            self._db,
+            fiber_id=ctx.fiber_id,
+            status="cancelled",
+            attempt=ctx.attempt,
+            event={"stage": "running"},
+        )
+
+    async def _settle_error(
+        self, fiber_id: str, message: str, reason: str, attempt: int | None
+    ) -> None:
+        await settle_fiber(
+            self._db,
+            fiber_id=fiber_id,
+            status="error",
+            attempt=attempt,
+            error=message[:4000],
+            event={"reason": reason, "error": message[:4000]},
+        )
+
+    @activity.defn(name=FINISH_FIBER_ACTIVITY)
+    async def finish_fiber(self, finish: FinishFiberInput) -> FiberResult:
+        """Settle a fiber its run could not (cancelled while waiting for a retry, out of time
+        or attempts), then call `on_fiber_complete` for a completed one (at least once)."""
+        async with heartbeating():
+            fiber = await load_fiber(self._db, finish.fiber_id)
+            if fiber is None:
+                log.warning("fiber %s was deleted before it finished", finish.fiber_id)
+                return FiberResult(fiber_id=finish.fiber_id, status="error")
+            if fiber.status not in TERMINAL_FIBER_STATUSES:
+                fiber = await self._settle_unsettled(fiber, finish) or fiber
+            if fiber.status == "completed":
+                await self._completed(fiber)
+            return FiberResult(fiber_id=fiber.id, status=cast(FiberStatus, fiber.status))
+
+    async def _settle_unsettled(self, fiber: FiberRow, finish: FinishFiberInput) -> FiberRow | None:
+        if finish.outcome == "cancelled":
+            return await settle_fiber(
+                self._db, fiber_id=fiber.id, status="cancelled", event={"stage": "waiting"}
+            )
+        # A run that returned always settled its fiber first; "completed" here is a bug.
+        error = finish.error_text or "the fiber's run ended without settling it"
+        return await settle_fiber(
+            self._db,
+            fiber_id=fiber.id,
+            status="error",
+            error=error,
+            event={"reason": finish.reason or "unsettled", "error": error},
+        )
+
+    async def _completed(self, fiber: FiberRow) -> None:
+        found = self._found(fiber.agent, fiber.name)
+        if isinstance(found, str):
+            log.warning("fiber %s completed, but its hook cannot run: %s", fiber.id, found)
+            return
+        agent, _ = found
+        claim = Claim(fiber, attempt=fiber.attempts, outcome="ended")
+        ctx = self._context(claim, stash=False)
+        await run_hook(
+            "on_fiber_complete",
+            lambda: agent.on_fiber_complete(ctx, fiber.result),
+            limit=agent.hook_timeout.total_seconds(),
+        )
+
+
+class WorkerFiberStarter(FiberStarter):
+    """`perdure.start_fiber()` inside an activity: the fiber belongs to the tenant of the turn
+    or fiber the activity serves, and defaults to its agent."""
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        client: Client,
+        task_queue: str,
+        agents: AgentRegistry,
+        kinds: list[FiberKind],
+        caller: Any,
+    ) -> None:
+        self._db = db
+        self._client = client
+        self._task_queue = task_queue
+        self._agents = agents
+        self._kinds = kinds
+        self._caller = caller
+
+    async def _tenant(self) -> str:
+        fiber_id = getattr(self._caller, "fiber_id", None)
+        if isinstance(fiber_id, str):
+            fiber = await load_fiber(self._db, fiber_id)
+            if fiber is not None:
+                return fiber.tenant_id
+        submission_id = getattr(self._caller, "submission_id", None)
+        if isinstance(submission_id, str):
+            submission = await get_submission(self._db, submission_id)
+            if submission is not None:
+                return submission.tenant_id
+        raise RuntimeError("start_fiber(): this activity serves no turn or fiber (no tenant)")
+
+    async def start(
+        self,
+        name: str,
+        payload: Any,
+        *,
+        agent: str | None,
+        idempotency_key: str | None,
+        metadata: dict[str, Any] | None,
+    ) -> FiberStart:
+        caller_agent = getattr(self._caller, "agent", None)
+        kind = resolve_fiber_kind(
+            self._kinds,
+            name=name,
+            agent=agent,
+            caller_agent=caller_agent if isinstance(caller_agent, str) else None,
+        )
+        definition = self._agents.resolve(kind.agent).fibers()[kind.name]
+        raw = to_jsonable_python(payload)
+        definition.parse_payload(raw)  # pydantic's ValidationError (a ValueError) if unfit
+        if json_size(raw) > MAX_FIBER_PAYLOAD_BYTES:
+            raise ValueError(f"a fiber payload may be {MAX_FIBER_PAYLOAD_BYTES} bytes of JSON")
+        meta = to_jsonable_python(metadata or {})
+        if json_size(meta) > MAX_FIBER_METADATA_BYTES:
+            raise ValueError(f"fiber metadata may be {MAX_FIBER_METADATA_BYTES} bytes of JSON")
+        if idempotency_key is not None and not 1 <= len(idempotency_key) <= 300:
+            raise ValueError("an idempotency key is 1 to 300 characters")
+        outcome = await start_fiber(
+            self._db,
+            self._client,
+            task_queue=self._task_queue,
+            tenant_id=await self._tenant(),
+            kind=kind,
+            kinds=self._kinds,
+            payload=raw,
+            idempotency_key=idempotency_key,
+            metadata=meta,
+        )
+        state = fiber_state(outcome.fiber)
+        return FiberStart(fiber_id=state.fiber_id, status=state.status, accepted=outcome.created)
+
+    async def wait(self, fiber_id: str, *, max_wait: timedelta) -> FiberState:
+        await wait_fiber_ended(self._client, fiber_id, max_wait=max_wait.total_seconds())
+        fiber = await load_fiber(self._db, fiber_id)
+        if fiber is None:
+            raise LookupError(f"fiber {fiber_id} is gone (deleted)")
+        if fiber.status not in TERMINAL_FIBER_STATUSES:
+            raise TimeoutError(f"fiber {fiber_id} is still {fiber.status} after {max_wait}")
+        return fiber_state(fiber)
+
+
+class FiberStarterInterceptor(Interceptor):
+    """Binds a `WorkerFiberStarter` for every activity this worker runs."""
+
+    def __init__(self, starter_for: Callable[[Any], FiberStarter]) -> None:
+        self.starter_for = starter_for
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _BindStarter(next, self)
+
+
+class _BindStarter(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, owner: FiberStarterInterceptor) -> None:
+        super().__init__(next)
+        self._owner = owner
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        caller = input.args[0] if input.args else None
+        token = bind_fiber_starter(self._owner.starter_for(caller))
+        try:
+            return await self.next.execute_activity(input)
+        finally:
+            unbind_fiber_starter(token)
+
+
+@dataclass(frozen=True)
+class FiberService:
+    activities: list[Callable[..., Any]]
+    interceptor: Interceptor
+
+
+def serve_fibers(
+    *, db: Database, client: Client, task_queue: str, agents: AgentRegistry
+) -> FiberService:
+    """The fiber activities and the starter interceptor of a worker. First records the
+    fibers it serves in the store (blocking, once, before the worker polls), where the gateway
+    checks starts against them."""
+    kinds = fiber_kinds_of(agents)
+    publish_fiber_kinds(db.url, task_queue=task_queue, agents=agents.names(), kinds=kinds)
+    fibers = FiberActivities(db=db, agents=agents)
+
+    def starter_for(caller: Any) -> FiberStarter:
+        return WorkerFiberStarter(
+            db=db, client=client, task_queue=task_queue, agents=agents, kinds=kinds, caller=caller
+        )
+
+    return FiberService(
+        activities=[fibers.run_fiber, fibers.finish_fiber],
+        interceptor=FiberStarterInterceptor(starter_for),
+    )

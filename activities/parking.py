@@ -1,0 +1,228 @@
+"""Park and resume: a turn that waits for approvals or client tool outputs.
+
+Parking ends the client's stream (`finish`, reason `tool-calls`) and records what the turn
+waits on; the workflow then waits with no activity running. Resuming opens the same message
+again (`start` with its id) and settles each call as its answer says.
+"""
+
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities._support import current_writer, resolve_agent, superseded
+from activities.client_tools import turn_client_tools
+from activities.events import emit
+from domain.names import PARK_TURN_ACTIVITY, RESUME_TURN_ACTIVITY
+from domain.payloads import (
+    ParkTurnInput,
+    ParkTurnResult,
+    ResumeTurnInput,
+    ResumeTurnResult,
+    ToolCallRef,
+    WaitKind,
+    WaitRef,
+)
+from domain.reducer import Reduction, reduce_chunks
+from domain.repair import is_settled
+from domain.turn_chunks import denied_chunk, start_chunk, tool_error_chunk
+from domain.ui import Chunk
+from perdure.agent import Agent
+from perdure.agents_registry import AgentRegistry
+from perdure.tools import ClientTool, capped_output
+from storage.bus import ChunkBus
+from storage.chunks import StaleWriter, append_chunks, claim_log, load_log
+from storage.db import Database
+from storage.submissions import get_submission
+from storage.tables import ToolWait
+from storage.timing import now
+from storage.tool_waits import (
+    WaitRequest,
+    expire_waits,
+    new_client_wait_id,
+    park,
+    waits_by_id,
+)
+
+PARK_FINISH: Chunk = {"type": "finish", "finishReason": "tool-calls"}
+EXPIRED_REASON = "no answer came in time"
+
+
+def _request(
+    agent: Agent, client_tools: dict[str, ClientTool], part: dict[str, Any]
+) -> WaitRequest:
+    call_id = str(part["toolCallId"])
+    name = str(part["type"]).removeprefix("tool-")
+    kind: WaitKind
+    if part.get("state") == "approval-requested":
+        kind, wait_id = "approval", str(part["approval"]["id"])
+        definition = agent.tools().get(name)
+        if definition is None:
+            raise ApplicationError(
+                f"tool {name} is gone from agent {agent.name}", non_retryable=True
+            )
+        timeout = definition.approval_timeout
+    else:
+        client_tool = client_tools.get(name)
+        if client_tool is None:
+            raise ApplicationError(
+                f"{name} is not a client tool of {agent.name}", non_retryable=True
+            )
+        kind, wait_id, timeout = "client", new_client_wait_id(), client_tool.timeout
+    return WaitRequest(
+        wait_id=wait_id,
+        kind=kind,
+        tool_call_id=call_id,
+        tool_name=name,
+        input=part.get("input"),
+        timeout_seconds=timeout.total_seconds(),
+    )
+
+
+class ParkTurnActivity:
+    """`perdure.park_turn`: end the stream for now and record the waits, in one transaction."""
+
+    def __init__(self, *, db: Database, bus: ChunkBus, agents: AgentRegistry) -> None:
+        self._db = db
+        self._bus = bus
+        self._agents = agents
+
+    @activity.defn(name=PARK_TURN_ACTIVITY)
+    async def park_turn(self, turn: ParkTurnInput) -> ParkTurnResult:
+        # A local activity (a few store writes): no heartbeat, and a dead worker fails the
+        # workflow task, so the next worker parks the turn again (idempotent).
+        agent = resolve_agent(self._agents, turn.agent)
+        writer = current_writer()
+        try:
+            if writer.attempt > 1:
+                await claim_log(self._db, message_id=turn.assistant_message_id, writer=writer)
+            reduction = reduce_chunks(
+                await load_log(self._db, message_id=turn.assistant_message_id)
+            )
+            submission = await get_submission(self._db, turn.submission_id)
+            if submission is None:
+                raise ApplicationError(
+                    f"submission {turn.submission_id} is no longer stored (session deleted)",
+                    non_retryable=True,
+                )
+            client_tools = turn_client_tools(agent, submission)
+            requests = [
+                _request(agent, client_tools, part)
+                for part in reduction.awaiting_parts()
+                if part["toolCallId"] in turn.tool_call_ids
+            ]
+            rows = await park(
+                self._db,
+                submission_id=turn.submission_id,
+                message_id=turn.assistant_message_id,
+                requests=requests,
+                finish=None if reduction.parked else PARK_FINISH,
+                writer=writer,
+            )
+        except StaleWriter as error:
+            raise superseded(error) from error
+        self._bus.publish(turn.assistant_message_id)
+        at = now()
+        await emit(
+            self._db,
+            session_id=turn.session_id,
+            submission_id=turn.submission_id,
+            type="chat.turn.waiting",
+            waits=[
+                {"kind": row.kind, "id": row.id, "toolCallId": row.tool_call_id} for row in rows
+            ],
+        )
+        return ParkTurnResult(
+            waits=[
+                WaitRef(
+                    wait_id=row.id,
+                    tool_call_id=row.tool_call_id,
+                    timeout_seconds=max(0.0, row.expires_at - at),
+                )
+                for row in rows
+            ]
+        )
+
+
+def _settling(row: ToolWait, part: dict[str, Any], agent: Agent) -> Chunk | None:
+    """The chunk an answer writes into the log; None for an approved call (its tool runs)."""
+    call_id = row.tool_call_id
+    if row.status == "approved":
+        return None
+    if row.status == "answered":
+        if row.error_text is not None:
+            return tool_error_chunk(call_id, row.error_text)
+        return {
+            "type": "tool-output-available",
+            "toolCallId": call_id,
+            "output": capped_output(row.output, agent.max_tool_output_bytes),
+        }
+    reason = row.reason or EXPIRED_REASON
+    if row.kind == "client":
+        return tool_error_chunk(call_id, f"The client sent no output: {reason}.")
+    return denied_chunk(call_id, reason)
+
+
+class ResumeTurnActivity:
+    """`perdure.resume_turn`: open the message again and settle what the answers settle."""
+
+    def __init__(self, *, db: Database, bus: ChunkBus, agents: AgentRegistry) -> None:
+        self._db = db
+        self._bus = bus
+        self._agents = agents
+
+    @activity.defn(name=RESUME_TURN_ACTIVITY)
+    async def resume_turn(self, turn: ResumeTurnInput) -> ResumeTurnResult:
+        # A local activity, as the park is.
+        agent = resolve_agent(self._agents, turn.agent)
+        writer = current_writer()
+        try:
+            if writer.attempt > 1:
+                await claim_log(self._db, message_id=turn.assistant_message_id, writer=writer)
+            # The workflow resumes once each wait is answered or out of time: those still
+            # pending are out of time (an answer stored meanwhile wins: it is not pending).
+            await expire_waits(self._db, wait_ids=turn.wait_ids, reason=EXPIRED_REASON)
+            rows = await waits_by_id(self._db, turn.wait_ids)
+            reduction = reduce_chunks(
+                await load_log(self._db, message_id=turn.assistant_message_id)
+            )
+            chunks, run = _resumption(agent, turn, reduction, rows)
+            if chunks:
+                await append_chunks(
+                    self._db,
+                    message_id=turn.assistant_message_id,
+                    chunks=chunks,
+                    writer=writer,
+                )
+        except StaleWriter as error:
+            raise superseded(error) from error
+        self._bus.publish(turn.assistant_message_id)
+        return ResumeTurnResult(run=run)
+
+
+def _resumption(
+    agent: Agent, turn: ResumeTurnInput, reduction: Reduction, rows: list[ToolWait]
+) -> tuple[list[Chunk], list[ToolCallRef]]:
+    """The continuation's first chunks (none again on a retry) and the approved calls to run."""
+    chunks: list[Chunk] = []
+    if reduction.terminal is not None:
+        chunks.append(start_chunk(turn.assistant_message_id, turn.submission_id))
+    run: list[ToolCallRef] = []
+    tools = agent.tools()
+    for row in rows:
+        part = reduction.tool_part(row.tool_call_id)
+        if part is None or is_settled(part):
+            continue
+        settling = _settling(row, part, agent)
+        if settling is not None:
+            chunks.append(settling)
+        else:
+            definition = tools.get(row.tool_name)
+            run.append(
+                ToolCallRef(
+                    tool_call_id=row.tool_call_id,
+                    tool_name=row.tool_name,
+                    idempotent=definition.idempotent if definition else True,
+                )
+            )
+    return chunks, run

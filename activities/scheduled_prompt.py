@@ -1,0 +1,121 @@
+"""The fire activity: one occurrence of a scheduled prompt becomes a chat submission.
+
+Exactly what a chat message does (gateway/routes/chat.py `send_message`): `submit` records the
+submission once per idempotency key and admits it when the session is idle, then `start_turn`
+starts its workflow (idempotent by workflow id). The key and the user message's id come from the
+schedule and the occurrence's time, so an occurrence that fires twice (a retried activity, a
+backfill over a time that already ran) finds its first submission and runs once. The tenant's
+allowed agents are checked at every occurrence, so narrowing them stops its schedules' turns;
+rate limits count gateway requests only.
+"""
+
+import logging
+
+from temporalio import activity
+from temporalio.client import Client
+
+from activities.events import emit
+from domain.names import FIRE_SCHEDULE_ACTIVITY
+from domain.schedules import (
+    FireScheduleInput,
+    FireScheduleResult,
+    occurrence_key,
+    occurrence_message_id,
+    occurrence_text,
+)
+from domain.ui import UIMessage
+from storage.concurrency import SessionBusy
+from storage.db import Database
+from storage.errors import AgentNotAllowed
+from storage.schedules import get_schedule, record_occurrence
+from storage.submissions import ACTIVE, SubmissionOptions, submit
+from storage.tenant_policies import agent_admission
+from turn_control.client import start_turn
+
+log = logging.getLogger("perdure.schedules")
+
+
+class ScheduledPromptActivity:
+    def __init__(self, *, db: Database, client: Client, task_queue: str) -> None:
+        self._db = db
+        self._client = client
+        self._task_queue = task_queue
+
+    @activity.defn(name=FIRE_SCHEDULE_ACTIVITY)
+    async def fire_schedule(self, request: FireScheduleInput) -> FireScheduleResult:
+        assert request.occurrence is not None, "the workflow always sets the occurrence"
+        schedule = await get_schedule(
+            self._db, tenant_id=request.tenant_id, schedule_id=request.schedule_id
+        )
+        if schedule is None:
+            # Deleted after Temporal started this occurrence: nothing to submit.
+            log.info("schedule %s (tenant %s) is gone", request.schedule_id, request.tenant_id)
+            return FireScheduleResult(outcome="gone")
+        occurrence = occurrence_text(request.occurrence)
+        message = UIMessage.model_validate(
+            {
+                "id": occurrence_message_id(schedule.id, request.occurrence),
+                "role": "user",
+                "parts": [{"type": "text", "text": schedule.prompt}],
+                "metadata": {
+                    "source": "schedule",
+                    "scheduleId": schedule.id,
+                    "occurrence": occurrence,
+                },
+            }
+        )
+        try:
+            outcome = await submit(
+                self._db,
+                tenant_id=schedule.tenant_id,
+                chat_id=schedule.session_id,
+                agent=schedule.agent,
+                message=message,
+                idempotency_key=occurrence_key(schedule.id, request.occurrence),
+                # The session agent's concurrency strategy applies, as to any message.
+                options=SubmissionOptions(
+                    task_queue=self._task_queue,
+                    admission=await agent_admission(self._db, schedule.tenant_id),
+                ),
+            )
+        except (SessionBusy, AgentNotAllowed) as refusal:  # the next occurrence tries again
+            await record_occurrence(
+                self._db,
+                tenant_id=schedule.tenant_id,
+                schedule_id=schedule.id,
+                occurrence=occurrence,
+                submission_id=None,
+                error=str(refusal),
+            )
+            return FireScheduleResult(outcome="refused")
+        submission = outcome.submission
+        if submission.status in ACTIVE:
+            await start_turn(
+                self._client,
+                submission,
+                chat_id=schedule.session_id,
+                task_queue=self._task_queue,
+                eager=False,
+            )
+        await record_occurrence(
+            self._db,
+            tenant_id=schedule.tenant_id,
+            schedule_id=schedule.id,
+            occurrence=occurrence,
+            submission_id=submission.id,
+            error=None,
+        )
+        # Every firing is recorded, a repeat too (`created: false`): at least once, so a
+        # retry after a crash right before this line still records the first.
+        await emit(
+            self._db,
+            session_id=submission.session_id,
+            submission_id=submission.id,
+            type="schedule.fired",
+            scheduleId=schedule.id,
+            occurrence=occurrence,
+            created=outcome.created,
+        )
+        return FireScheduleResult(
+            outcome="submitted", submission_id=submission.id, created=outcome.created
+        )

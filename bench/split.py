@@ -1,0 +1,64 @@
+"""A worker and a gateway as separate processes on one store, with a Temporal dev server of
+their own: the deployment the benchmarks measure."""
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime.temporal_dev import dev_server
+from tests.fakeprovider.server import FakeProvider
+from tests.processes import PerdureProcess, wait_healthy
+from tests.stack import free_port
+
+TEST_AGENTS = "tests.agents,tests.approval_agents,tests.delegating_agents"
+
+
+@dataclass(frozen=True)
+class SplitStack:
+    url: str
+    """The gateway's base URL."""
+    temporal_address: str
+
+
+@contextlib.asynccontextmanager
+async def split_stack(
+    fake: FakeProvider,
+    workdir: Path,
+    database_url: str,
+    *,
+    name: str,
+    agents: str | None = TEST_AGENTS,
+    extra_env: dict[str, str] | None = None,
+) -> AsyncIterator[SplitStack]:
+    """`agents`: PERDURE_AGENTS, or None for the built-in default agent."""
+    address = f"127.0.0.1:{free_port()}"
+    async with dev_server(
+        address=address,
+        ui_port=free_port(),
+        db_file=workdir / f"temporal-{name}.db",
+        namespace="default",
+    ):
+        port = free_port()
+        env = {
+            **fake.env(),
+            "PYTHONPATH": str(Path(__file__).parents[1]),
+            **({"PERDURE_AGENTS": agents} if agents is not None else {}),
+            "PERDURE_MODEL": "openai:gpt-bench",
+            "PERDURE_DATABASE_URL": database_url,
+            "PERDURE_DATA_DIR": str(workdir),
+            "PERDURE_PORT": str(port),
+            "TEMPORAL_ADDRESS": address,
+            **(extra_env or {}),
+        }
+        worker = PerdureProcess("worker", env, workdir).start()
+        gateway = PerdureProcess("gateway", env, workdir).start()
+        try:
+            url = f"http://127.0.0.1:{port}"
+            await wait_healthy(url, gateway)
+            await asyncio.sleep(1.0)  # let the worker finish connecting
+            yield SplitStack(url=url, temporal_address=address)
+        finally:
+            gateway.stop()
+            worker.stop()

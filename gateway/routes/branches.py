@@ -1,0 +1,102 @@
+"""Branches: a message's alternatives, the active branch, and forks into new sessions.
+
+Regenerating an answer (the AI SDK's `regenerate-message`) makes a sibling of the earlier
+answer; nothing is deleted, and the history endpoints follow the active branch."""
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.body import json_body, read_json, validated
+from gateway.deps import OwnedSessionDep, ServicesDep
+from gateway.schemas import SESSION_ID_PATTERN, SessionPublic
+from storage.branches import fork, siblings, switch_leaf
+from storage.messages import active_path
+
+router = APIRouter(prefix="/v1/sessions", tags=["branches"])
+
+MessageIdPath = Annotated[str, Path(min_length=1, max_length=200)]
+SMALL_BODY_BYTES = 4096
+
+
+class SiblingPublic(BaseModel):
+    id: str
+    role: str
+    status: str
+    active: bool = Field(description="On the session's active branch")
+    created_at: datetime
+
+
+class LeafChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    messageId: str = Field(min_length=1, max_length=200)  # noqa: N815 - wire names
+
+
+class LeafChanged(BaseModel):
+    leafMessageId: str  # noqa: N815 - wire name
+
+
+class ForkRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    messageId: str = Field(min_length=1, max_length=200)  # noqa: N815 - wire names
+    sessionId: str | None = Field(default=None, pattern=SESSION_ID_PATTERN)  # noqa: N815
+
+
+@router.get(
+    "/{session_id}/messages/{message_id}/siblings",
+    summary="A message and its alternatives (the same parent), oldest first",
+)
+async def list_siblings(
+    session: OwnedSessionDep, message_id: MessageIdPath, services: ServicesDep
+) -> list[SiblingPublic]:
+    rows = await siblings(services.db, chat=session, message_id=message_id)
+    on_path = {m.id for m in await active_path(services.db, session_id=session.id)}
+    return [
+        SiblingPublic(
+            id=row.id,
+            role=row.role,
+            status=row.status,
+            active=row.id in on_path,
+            created_at=datetime.fromtimestamp(row.created_at, UTC),
+        )
+        for row in rows
+    ]
+
+
+@router.post(
+    "/{session_id}/leaf",
+    summary="Make the branch through a message active",
+    openapi_extra={"requestBody": json_body(LeafChange, "The message to switch to")},
+)
+async def change_leaf(
+    request: Request, session: OwnedSessionDep, services: ServicesDep
+) -> LeafChanged:
+    """The active branch goes through `messageId` down to its newest message; the history
+    endpoints follow it. Refused (409) while a turn runs."""
+    body = validated(LeafChange, await read_json(request, limit=SMALL_BODY_BYTES))
+    leaf = await switch_leaf(services.db, chat=session, message_id=body.messageId)
+    return LeafChanged(leafMessageId=leaf)
+
+
+@router.post(
+    "/{session_id}/fork",
+    status_code=201,
+    summary="A new session whose history is this one's up to a message",
+    openapi_extra={"requestBody": json_body(ForkRequest, "Where to fork, and the new id")},
+)
+async def fork_session(
+    request: Request, session: OwnedSessionDep, services: ServicesDep
+) -> SessionPublic:
+    body = validated(ForkRequest, await read_json(request, limit=SMALL_BODY_BYTES))
+    forked = await fork(
+        services.db,
+        chat=session,
+        message_id=body.messageId,
+        new_chat_id=body.sessionId or f"fork-{uuid.uuid4().hex[:16]}",
+    )
+    return SessionPublic.of(forked, parent_chat_id=None)

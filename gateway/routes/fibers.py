@@ -1,0 +1,351 @@
+"""Durable fibers: start (and optionally wait), list, read (by id or key), cancel, delete.
+
+The gateway never loads agent code: a start is checked against the fibers the workers of its
+task queue recorded when they started (`fiber_kinds`), and the payload's shape is checked by
+the worker (a payload the fiber's method does not accept ends the fiber `error`, saying why).
+"""
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, TypeVar
+
+from fastapi import APIRouter, Path, Query, Request, Response
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
+from pydantic.alias_generators import to_camel
+from pydantic_core import to_json
+
+from domain.fiber_payloads import (
+    FIBER_NAME_PATTERN,
+    MAX_FIBER_METADATA_BYTES,
+    MAX_FIBER_PAYLOAD_BYTES,
+    TERMINAL_FIBER_STATUSES,
+    FiberStatus,
+    UnknownFiber,
+    resolve_fiber_kind,
+)
+from domain.names import fiber_workflow_id
+from gateway.access import admission
+from gateway.body import json_body, read_json, validated
+from gateway.deps import ServicesDep, TenantDep
+from gateway.errors import ApiError
+from gateway.schemas import AGENT_PATTERN
+from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
+from runtime.services import Services
+from storage.fiber_tables import FiberRow
+from storage.fibers import (
+    delete_ended_fibers,
+    delete_fiber,
+    fiber_events,
+    fiber_kinds,
+    get_fiber,
+    get_fiber_by_key,
+    list_fibers,
+    settle_fiber,
+)
+from turn_control.fibers import cancel_fiber_workflow, start_fiber, wait_fiber_ended
+
+router = APIRouter(prefix="/v1/fibers", tags=["fibers"])
+
+FIBER_ID_PATTERN = r"^[0-9a-f]{32}$"
+KEY_PATTERN = r"^[^\x00-\x1f\x7f]{1,300}$"
+"""An idempotency key: 1-300 characters, no control characters."""
+BODY_LIMIT_BYTES = MAX_FIBER_PAYLOAD_BYTES + MAX_FIBER_METADATA_BYTES + 8192
+MAX_WAIT_SECONDS = 300.0
+MAX_OFFSET = 2**31 - 1
+MAX_EVENT_ID = 2**31 - 1
+M = TypeVar("M", bound=BaseModel)
+
+FiberIdPath = Annotated[str, Path(pattern=FIBER_ID_PATTERN, description="The fiber's id.")]
+
+
+class _Wire(BaseModel):
+    """camelCase on the wire (`fiberId`, `idempotencyKey`), as the rest of the API."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class FiberCreate(_Wire):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel)
+
+    name: str = Field(pattern=FIBER_NAME_PATTERN, description="The fiber, as the agent names it.")
+    agent: str | None = Field(
+        default=None,
+        pattern=AGENT_PATTERN,
+        description="The agent that declares it; needed only when several agents declare one "
+        "fiber of that name.",
+    )
+    payload: JsonValue = Field(
+        default=None,
+        description=f"What the fiber's method takes (at most {MAX_FIBER_PAYLOAD_BYTES} bytes "
+        "of JSON): ids and cursors, not bulk data.",
+    )
+    idempotency_key: str | None = Field(
+        default=None,
+        pattern=KEY_PATTERN,
+        description="The same key (per tenant) returns the same fiber, with `accepted: false`.",
+    )
+    metadata: dict[str, JsonValue] = Field(
+        default_factory=dict, description=f"At most {MAX_FIBER_METADATA_BYTES} bytes of JSON."
+    )
+    wait: bool = Field(default=False, description="Wait until the fiber ends (`runFiber`).")
+    wait_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        le=MAX_WAIT_SECONDS,
+        description="With `wait`: how long at most; a fiber still running then is answered "
+        "with 202 and goes on.",
+    )
+
+
+class FiberStarted(_Wire):
+    fiber_id: str
+    status: FiberStatus
+    accepted: bool = Field(description="False: the idempotency key named an existing fiber.")
+    result: JsonValue = Field(default=None, description="Once `completed`.")
+    error: str | None = Field(default=None, description="Once `error`: why.")
+
+
+class FiberPublic(_Wire):
+    fiber_id: str
+    name: str
+    agent: str
+    status: FiberStatus
+    idempotency_key: str | None
+    payload: JsonValue
+    snapshot: JsonValue = Field(description="The last `ctx.stash(…)`.")
+    result: JsonValue
+    error: str | None
+    metadata: dict[str, JsonValue]
+    attempts: int = Field(description="Runs so far: the first, then one per recovery.")
+    created_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    workflow_id: str = Field(description="Its `FiberWorkflow` in the Temporal UI.")
+
+    @classmethod
+    def of(cls, fiber: FiberRow) -> "FiberPublic":
+        return cls(
+            fiber_id=fiber.id,
+            name=fiber.name,
+            agent=fiber.agent,
+            status=fiber.status,
+            idempotency_key=fiber.idempotency_key,
+            payload=fiber.payload,
+            snapshot=fiber.snapshot,
+            result=fiber.result,
+            error=fiber.error,
+            metadata=fiber.meta,
+            attempts=fiber.attempts,
+            created_at=_at(fiber.created_at),
+            started_at=_at(fiber.started_at) if fiber.started_at is not None else None,
+            completed_at=_at(fiber.completed_at) if fiber.completed_at is not None else None,
+            workflow_id=fiber_workflow_id(fiber.id),
+        )
+
+
+class FibersPublic(BaseModel):
+    data: list[FiberPublic]
+    count: int
+
+
+class FiberEventPublic(_Wire):
+    id: int
+    type: str
+    data: dict[str, JsonValue]
+    created_at: datetime
+
+
+class FibersDeleted(_Wire):
+    deleted: int
+
+
+def _at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def _json_size(value: Any) -> int:
+    return len(to_json(value))
+
+
+def fiber_not_found(what: str) -> ApiError:
+    return ApiError(404, "fiber_not_found", f"fiber {what} not found")
+
+
+async def _owned(services: Services, tenant: str, fiber_id: str) -> FiberRow:
+    fiber = await get_fiber(services.db, tenant_id=tenant, fiber_id=fiber_id)
+    if fiber is None:
+        raise fiber_not_found(repr(fiber_id))
+    return fiber
+
+
+def _status_of(fiber: FiberRow, response: Response) -> None:
+    response.status_code = 200 if fiber.status in TERMINAL_FIBER_STATUSES else 202
+
+
+@router.post(
+    "",
+    status_code=202,
+    summary="Start a fiber (and, with `wait`, wait for its end)",
+    openapi_extra={"requestBody": json_body(FiberCreate, "The fiber to start")},
+    responses={200: {"model": FiberStarted, "description": "The fiber has ended"}},
+)
+async def start(
+    request: Request, response: Response, services: ServicesDep, tenant: TenantDep
+) -> FiberStarted:
+    """202 while the fiber runs, 200 once it has ended (its `result` or `error` included). A
+    fiber no worker serves is a 422 naming the known ones."""
+    body = validated(FiberCreate, await read_json(request, limit=BODY_LIMIT_BYTES))
+    if _json_size(body.payload) > MAX_FIBER_PAYLOAD_BYTES:
+        raise ApiError(413, "payload_too_large", f"at most {MAX_FIBER_PAYLOAD_BYTES} bytes")
+    if _json_size(body.metadata) > MAX_FIBER_METADATA_BYTES:
+        raise ApiError(413, "metadata_too_large", f"at most {MAX_FIBER_METADATA_BYTES} bytes")
+    kinds = await fiber_kinds(services.db, task_queue=services.settings.task_queue)
+    try:
+        kind = resolve_fiber_kind(kinds, name=body.name, agent=body.agent)
+    except UnknownFiber as error:
+        raise ApiError(422, "unknown_fiber", str(error)) from None
+    await admission(services, tenant, kind.agent)  # its agent's code runs for the tenant (403)
+    client = services.client
+
+    async def guarded(call: Any) -> None:
+        await temporal_call(call, within=TEMPORAL_TIMEOUT_SECONDS, client=client)
+
+    outcome = await start_fiber(
+        services.db,
+        client,
+        task_queue=services.settings.task_queue,
+        tenant_id=tenant,
+        kind=kind,
+        kinds=kinds,
+        payload=body.payload,
+        idempotency_key=body.idempotency_key,
+        metadata=body.metadata,
+        eager=services.eager_start,
+        guard=guarded,
+    )
+    fiber = outcome.fiber
+    if body.wait and fiber.status not in TERMINAL_FIBER_STATUSES:
+        await wait_fiber_ended(client, fiber.id, max_wait=body.wait_seconds)
+        fiber = await get_fiber(services.db, tenant_id=tenant, fiber_id=fiber.id) or fiber
+    _status_of(fiber, response)
+    return FiberStarted(
+        fiber_id=fiber.id,
+        status=fiber.status,
+        accepted=outcome.created,
+        result=fiber.result,
+        error=fiber.error,
+    )
+
+
+@router.get("", summary="List the tenant's fibers, newest first")
+async def list_all(
+    services: ServicesDep,
+    tenant: TenantDep,
+    status: Annotated[FiberStatus | None, Query()] = None,
+    name: Annotated[str | None, Query(pattern=FIBER_NAME_PATTERN)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+) -> FibersPublic:
+    rows, total = await list_fibers(
+        services.db, tenant_id=tenant, status=status, name=name, limit=limit, offset=offset
+    )
+    return FibersPublic(data=[FiberPublic.of(row) for row in rows], count=total)
+
+
+@router.delete("", summary="Delete the tenant's fibers that ended before a time")
+async def delete_ended(
+    services: ServicesDep,
+    tenant: TenantDep,
+    completed_before: Annotated[
+        AwareDatetime, Query(alias="completedBefore", description="With its time zone.")
+    ],
+    status: Annotated[Literal["completed", "cancelled", "error"] | None, Query()] = None,
+) -> FibersDeleted:
+    """Only ended fibers (`completed`, `cancelled`, `error`), with their events."""
+    deleted = await delete_ended_fibers(
+        services.db,
+        tenant_id=tenant,
+        completed_before=completed_before.timestamp(),
+        status=status,
+    )
+    return FibersDeleted(deleted=deleted)
+
+
+@router.get("/by-key/{key:path}", summary="The tenant's fiber with an idempotency key")
+async def read_by_key(
+    key: Annotated[str, Path(pattern=KEY_PATTERN, description="The idempotency key.")],
+    services: ServicesDep,
+    tenant: TenantDep,
+) -> FiberPublic:
+    fiber = await get_fiber_by_key(services.db, tenant_id=tenant, key=key)
+    if fiber is None:
+        raise fiber_not_found(f"with key {key!r}")
+    return FiberPublic.of(fiber)
+
+
+@router.get("/{fiber_id}", summary="One fiber: status, snapshot, result")
+async def read(fiber_id: FiberIdPath, services: ServicesDep, tenant: TenantDep) -> FiberPublic:
+    return FiberPublic.of(await _owned(services, tenant, fiber_id))
+
+
+@router.get("/{fiber_id}/events", summary="A fiber's events (started, recovered, ended)")
+async def events(
+    fiber_id: FiberIdPath,
+    services: ServicesDep,
+    tenant: TenantDep,
+    after: Annotated[int, Query(ge=0, le=MAX_EVENT_ID)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> list[FiberEventPublic]:
+    fiber = await _owned(services, tenant, fiber_id)
+    rows = await fiber_events(services.db, fiber_id=fiber.id, after_id=after, limit=limit)
+    return [
+        FiberEventPublic(
+            id=row.id or 0, type=row.type, data=row.data, created_at=_at(row.created_at)
+        )
+        for row in rows
+    ]
+
+
+@router.post(
+    "/{fiber_id}/cancel",
+    status_code=202,
+    summary="Cancel a fiber (cooperatively: `ctx.cancelled` is set)",
+    responses={200: {"model": FiberPublic, "description": "The fiber is cancelled already"}},
+)
+async def cancel(
+    fiber_id: FiberIdPath, response: Response, services: ServicesDep, tenant: TenantDep
+) -> FiberPublic:
+    """202 while the running fiber winds down (it ends `cancelled`, its snapshot kept); 200
+    when it already is `cancelled`; 409 when it has completed or failed."""
+    fiber = await _owned(services, tenant, fiber_id)
+    if fiber.status in ("completed", "error"):
+        raise ApiError(409, "fiber_ended", f"fiber {fiber_id!r} has ended: {fiber.status}")
+    if fiber.status == "pending" or fiber.status == "running":
+        found = await temporal_call(
+            cancel_fiber_workflow(services.client, fiber.id),
+            within=TEMPORAL_TIMEOUT_SECONDS,
+            client=services.client,
+        )
+        if not found:  # its start never reached Temporal: nothing runs it
+            fiber = (
+                await settle_fiber(
+                    services.db, fiber_id=fiber.id, status="cancelled", event={"stage": "pending"}
+                )
+                or fiber
+            )
+        else:
+            fiber = await _owned(services, tenant, fiber_id)
+    _status_of(fiber, response)
+    return FiberPublic.of(fiber)
+
+
+@router.delete(
+    "/{fiber_id}", status_code=204, summary="Delete an ended fiber", response_class=Response
+)
+async def delete(fiber_id: FiberIdPath, services: ServicesDep, tenant: TenantDep) -> Response:
+    """409 for a fiber still pending or running: cancel it first."""
+    outcome = await delete_fiber(services.db, tenant_id=tenant, fiber_id=fiber_id)
+    if outcome == "not_found":
+        raise fiber_not_found(repr(fiber_id))
+    if outcome == "active":
+        raise ApiError(409, "fiber_running", f"fiber {fiber_id!r} has not ended: cancel it first")
+    return Response(status_code=204)

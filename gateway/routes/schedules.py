@@ -1,0 +1,465 @@
+"""Scheduled prompts: create, list, read, pause, resume, trigger, backfill, delete.
+
+The store says which tenant a schedule belongs to and what it sends; its Temporal Schedule says
+when. Schedules declared on an agent (`Agent.schedules`) are listed here too and may be paused,
+resumed, triggered and backfilled, but not deleted: the code that declares them owns them.
+"""
+
+import uuid
+from collections.abc import Awaitable
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal, TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from fastapi import APIRouter, Path, Query, Request, Response
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+from temporalio.client import ScheduleActionExecutionStartWorkflow, ScheduleDescription
+from temporalio.service import RPCError, RPCStatusCode
+
+from domain.names import prompt_schedule_id
+from domain.schedules import (
+    MAX_CRON_CHARS,
+    MAX_EVERY_SECONDS,
+    MAX_PROMPT_CHARS,
+    MIN_EVERY_SECONDS,
+    SCHEDULE_ID_PATTERN,
+    Recurrence,
+)
+from gateway.access import admission
+from gateway.body import json_body, read_json, validated
+from gateway.deps import ServicesDep, TenantDep
+from gateway.errors import ApiError
+from gateway.schemas import AGENT_PATTERN, SESSION_ID_PATTERN
+from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
+from runtime.services import Services
+from storage.schedule_tables import PromptScheduleRow
+from storage.schedules import (
+    delete_schedule,
+    get_schedule,
+    insert_schedule,
+    list_schedules,
+    new_row,
+    recurrence_of,
+    served_agents,
+    set_paused,
+)
+from turn_control.prompt_schedules import (
+    backfill_prompt_schedule,
+    delete_prompt_schedule,
+    describe_prompt_schedule,
+    ensure_prompt_schedule,
+    matching_times,
+    pause_prompt_schedule,
+    trigger_prompt_schedule,
+)
+
+router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
+BODY_LIMIT_BYTES = 4 * MAX_PROMPT_CHARS + 4096
+"""The prompt in JSON at worst (4 bytes a character) and the few other fields."""
+MAX_BACKFILL_OCCURRENCES = 100
+MAX_OFFSET = 2**31 - 1
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+ScheduleIdPath = Annotated[
+    str, Path(pattern=SCHEDULE_ID_PATTERN, description="The schedule's id (per tenant).")
+]
+
+
+class _Wire(BaseModel):
+    """camelCase on the wire, as the chat API's fields (`sessionId`, `everySeconds`)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class ScheduleCreate(_Wire):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel)
+
+    id: str | None = Field(
+        default=None, pattern=SCHEDULE_ID_PATTERN, description="Made up when not given."
+    )
+    agent: str | None = Field(
+        default=None, pattern=AGENT_PATTERN, description="PERDURE_DEFAULT_AGENT when not given."
+    )
+    session_id: str = Field(
+        pattern=SESSION_ID_PATTERN,
+        description="The tenant's chat id the prompts go to; the first occurrence creates it.",
+    )
+    prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS, pattern=r"^[^\x00]*\S[^\x00]*$")
+    cron: str | None = Field(
+        default=None,
+        max_length=MAX_CRON_CHARS,
+        description="5 fields (minute hour day-of-month month day-of-week), or @hourly, @daily, "
+        "@weekly, @monthly, @yearly. Give this or `everySeconds`.",
+    )
+    every_seconds: int | None = Field(
+        default=None,
+        ge=MIN_EVERY_SECONDS,
+        le=MAX_EVERY_SECONDS,
+        description="A fixed interval, counted from the Unix epoch (3600 fires on the hour).",
+    )
+    timezone: str | None = Field(
+        default=None, max_length=64, description="The IANA time zone of `cron` (UTC if not given)."
+    )
+    paused: bool = False
+
+    @model_validator(mode="after")
+    def _recurs(self) -> "ScheduleCreate":
+        self.recurrence()
+        if self.timezone is not None:
+            try:
+                ZoneInfo(self.timezone)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(
+                    f"unknown time zone {self.timezone!r} (an IANA name such as 'Europe/Paris')"
+                ) from None
+        return self
+
+    def recurrence(self) -> Recurrence:
+        try:
+            return Recurrence(
+                cron=self.cron, every_seconds=self.every_seconds, timezone=self.timezone
+            )
+        except ValidationError as error:
+            message = error.errors()[0]["msg"].removeprefix("Value error, ")
+            raise ValueError(message.replace("(`every`)", "(`everySeconds`)")) from None
+
+
+class BackfillRequest(_Wire):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel)
+
+    start: AwareDatetime = Field(description="Occurrences after this time…")
+    end: AwareDatetime = Field(description="…up to this one, which may not be in the future.")
+
+
+class SchedulePublic(_Wire):
+    id: str
+    agent: str
+    session_id: str
+    prompt: str
+    cron: str | None
+    every_seconds: int | None
+    timezone: str | None
+    paused: bool
+    source: Literal["declared", "api"]
+    created_at: datetime
+    updated_at: datetime
+    last_occurrence: str | None = Field(description="The last occurrence that fired (UTC ISO).")
+    last_submission_id: str | None
+    last_error: str | None = Field(description="Why the last occurrence could not be submitted.")
+    temporal_schedule_id: str = Field(description="Its Temporal Schedule, in the Temporal UI.")
+
+    @classmethod
+    def of(cls, row: PromptScheduleRow, task_queue: str) -> "SchedulePublic":
+        return cls.model_validate(_fields(row, task_queue))
+
+
+class RecentRun(_Wire):
+    scheduled_at: datetime
+    started_at: datetime
+    workflow_id: str | None
+
+
+class ScheduleDetail(SchedulePublic):
+    next_run_times: list[datetime] = Field(description="The next occurrences (none when paused).")
+    recent_runs: list[RecentRun] = Field(description="Occurrences Temporal started lately.")
+
+
+class SchedulesPublic(BaseModel):
+    data: list[SchedulePublic]
+    count: int
+
+
+class BackfillResult(_Wire):
+    occurrences: list[datetime] = Field(description="The occurrences started, oldest first.")
+
+
+def _fields(row: PromptScheduleRow, task_queue: str) -> dict[str, Any]:
+    recurrence = recurrence_of(row)
+    return {
+        "id": row.id,
+        "agent": row.agent,
+        "session_id": row.session_id,
+        "prompt": row.prompt,
+        "cron": recurrence.cron,
+        "every_seconds": recurrence.every_seconds,
+        "timezone": recurrence.timezone,
+        "paused": row.paused,
+        "source": row.source,
+        "created_at": datetime.fromtimestamp(row.created_at, UTC),
+        "updated_at": datetime.fromtimestamp(row.updated_at, UTC),
+        "last_occurrence": row.last_occurrence,
+        "last_submission_id": row.last_submission_id,
+        "last_error": row.last_error,
+        "temporal_schedule_id": prompt_schedule_id(task_queue, row.tenant_id, row.id),
+    }
+
+
+def _detail(
+    row: PromptScheduleRow, task_queue: str, described: ScheduleDescription | None
+) -> ScheduleDetail:
+    fields = _fields(row, task_queue)
+    if described is None:  # deleted from Temporal by hand: shown as it is stored
+        return ScheduleDetail.model_validate({**fields, "next_run_times": [], "recent_runs": []})
+    runs = [
+        RecentRun(
+            scheduled_at=result.scheduled_at,
+            started_at=result.started_at,
+            workflow_id=result.action.workflow_id
+            if isinstance(result.action, ScheduleActionExecutionStartWorkflow)
+            else None,
+        )
+        for result in described.info.recent_actions
+    ]
+    return ScheduleDetail.model_validate(
+        {
+            **fields,
+            "paused": described.schedule.state.paused,
+            "next_run_times": []
+            if described.schedule.state.paused
+            else described.info.next_action_times,
+            "recent_runs": runs,
+        }
+    )
+
+
+def schedule_not_found(schedule_id: str) -> ApiError:
+    return ApiError(404, "schedule_not_found", f"schedule {schedule_id!r} not found")
+
+
+async def _owned(services: Services, tenant: str, schedule_id: str) -> PromptScheduleRow:
+    row = await get_schedule(services.db, tenant_id=tenant, schedule_id=schedule_id)
+    if row is None:
+        raise schedule_not_found(schedule_id)
+    return row
+
+
+async def _checked_agent(services: Services, agent: str, allowed: frozenset[str] | None) -> None:
+    """The gateway never imports agent code: the workers record what they serve. The refusal
+    names only agents the tenant may use (`allowed`; None: every agent)."""
+    served = await served_agents(services.db, task_queue=services.settings.task_queue)
+    if agent in served or (agent == "default" and served):
+        return  # `default` is the first agent when none is named so (as for chats)
+    usable = served if allowed is None else [name for name in served if name in allowed]
+    known = ", ".join(sorted(usable)) or (
+        "none this tenant may use"
+        if served
+        else "none yet (no worker has started on this task queue)"
+    )
+    raise ApiError(422, "unknown_agent", f"unknown agent {agent!r}; the workers serve: {known}")
+
+
+async def _temporal(services: Services, call: Awaitable[T]) -> T:
+    """`call`, bounded (gateway/temporal.py); a Temporal Schedule deleted behind Perdure's
+    back is a clear 409, not a 500."""
+    try:
+        return await temporal_call(call, within=TEMPORAL_TIMEOUT_SECONDS, client=services.client)
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            raise ApiError(
+                409,
+                "schedule_missing_in_temporal",
+                "the schedule's Temporal Schedule no longer exists (deleted outside Perdure); "
+                "delete and create the schedule again (a declared one is re-created when a "
+                "worker starts)",
+            ) from None
+        raise
+
+
+@router.post(
+    "",
+    status_code=201,
+    summary="Create a scheduled prompt",
+    openapi_extra={
+        "requestBody": json_body(ScheduleCreate, "The schedule: `cron` or `everySeconds`")
+    },
+)
+async def create(request: Request, services: ServicesDep, tenant: TenantDep) -> SchedulePublic:
+    """Each occurrence sends `prompt` into the tenant's chat `sessionId` as a user message,
+    queued like any chat message and submitted once per occurrence (`schedule:{id}:{time}`).
+    A schedule id already taken is a 409; an agent no worker serves a 422."""
+    body = validated(ScheduleCreate, await read_json(request, limit=BODY_LIMIT_BYTES))
+    agent = body.agent or services.settings.default_agent
+    allowed = (await admission(services, tenant, agent)).allowed_agents  # else 403
+    await _checked_agent(services, agent, allowed)
+    row = new_row(
+        tenant_id=tenant,
+        schedule_id=body.id or f"sch-{uuid.uuid4().hex[:16]}",
+        agent=agent,
+        session_id=body.session_id,
+        prompt=body.prompt,
+        recurrence=body.recurrence(),
+        source="api",
+        paused=body.paused,
+    )
+    if not await insert_schedule(services.db, row):
+        raise ApiError(409, "schedule_exists", f"schedule {row.id!r} already exists")
+    try:
+        await _temporal(
+            services,
+            ensure_prompt_schedule(services.client, row, task_queue=services.settings.task_queue),
+        )
+    except Exception as error:
+        # Nothing stays half-made: without its Temporal Schedule the row would never fire. (A
+        # create that timed out here but reached Temporal leaves a schedule whose occurrences
+        # find no row and submit nothing; creating the id again takes it over.)
+        await delete_schedule(services.db, tenant_id=tenant, schedule_id=row.id)
+        if isinstance(error, RPCError) and error.status == RPCStatusCode.INVALID_ARGUMENT:
+            raise ApiError(422, "invalid_schedule", f"Temporal refused it: {error}") from None
+        raise
+    return SchedulePublic.of(row, services.settings.task_queue)
+
+
+@router.get("", summary="List the tenant's scheduled prompts")
+async def list_all(
+    services: ServicesDep,
+    tenant: TenantDep,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+) -> SchedulesPublic:
+    rows, total = await list_schedules(services.db, tenant_id=tenant, limit=limit, offset=offset)
+    task_queue = services.settings.task_queue
+    return SchedulesPublic(data=[SchedulePublic.of(row, task_queue) for row in rows], count=total)
+
+
+@router.get("/{schedule_id}", summary="One scheduled prompt, with its next and recent runs")
+async def read(
+    schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
+) -> ScheduleDetail:
+    row = await _owned(services, tenant, schedule_id)
+    task_queue = services.settings.task_queue
+    described = await _temporal(
+        services,
+        describe_prompt_schedule(
+            services.client, task_queue=task_queue, tenant_id=tenant, schedule_id=row.id
+        ),
+    )
+    return _detail(row, task_queue, described)
+
+
+async def _set_paused(
+    services: Services, tenant: str, schedule_id: str, *, paused: bool
+) -> SchedulePublic:
+    row = await _owned(services, tenant, schedule_id)
+    task_queue = services.settings.task_queue
+    await _temporal(
+        services,
+        pause_prompt_schedule(
+            services.client,
+            task_queue=task_queue,
+            tenant_id=tenant,
+            schedule_id=row.id,
+            paused=paused,
+        ),
+    )
+    updated = await set_paused(services.db, tenant_id=tenant, schedule_id=row.id, paused=paused)
+    if updated is None:
+        raise schedule_not_found(schedule_id)
+    return SchedulePublic.of(updated, task_queue)
+
+
+@router.post("/{schedule_id}/pause", summary="Pause: no occurrence fires until it is resumed")
+async def pause(
+    schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
+) -> SchedulePublic:
+    return await _set_paused(services, tenant, schedule_id, paused=True)
+
+
+@router.post(
+    "/{schedule_id}/resume",
+    summary="Resume: the next occurrence fires; those missed while paused do not",
+)
+async def resume(
+    schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
+) -> SchedulePublic:
+    return await _set_paused(services, tenant, schedule_id, paused=False)
+
+
+@router.post(
+    "/{schedule_id}/trigger",
+    status_code=202,
+    summary="Fire one occurrence now (paused or not), keyed by the time it fires",
+)
+async def trigger(
+    schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
+) -> Response:
+    row = await _owned(services, tenant, schedule_id)
+    await _temporal(
+        services,
+        trigger_prompt_schedule(
+            services.client,
+            task_queue=services.settings.task_queue,
+            tenant_id=tenant,
+            schedule_id=row.id,
+        ),
+    )
+    return Response(status_code=202)
+
+
+@router.post(
+    "/{schedule_id}/backfill",
+    status_code=202,
+    summary="Run the occurrences of a past period that did not fire",
+    openapi_extra={
+        "requestBody": json_body(BackfillRequest, "The period: after `start`, up to `end`")
+    },
+)
+async def backfill(
+    request: Request, schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
+) -> BackfillResult:
+    """Missed occurrences are never made up by themselves; this runs those of the period now
+    (at most 100), paused or not. Each is keyed by its own time, so an occurrence that already
+    ran is not submitted again."""
+    body = validated(BackfillRequest, await read_json(request, limit=4096))
+    row = await _owned(services, tenant, schedule_id)
+    start, end = body.start.astimezone(UTC), body.end.astimezone(UTC)
+    if start >= end:
+        raise ApiError(422, "invalid_period", "`start` must be before `end`")
+    if end > datetime.now(UTC) + timedelta(seconds=1):
+        raise ApiError(422, "invalid_period", "`end` may not be in the future")
+    where = {
+        "task_queue": services.settings.task_queue,
+        "tenant_id": tenant,
+        "schedule_id": row.id,
+    }
+    occurrences = await _temporal(
+        services, matching_times(services.client, start=start, end=end, **where)
+    )
+    if len(occurrences) > MAX_BACKFILL_OCCURRENCES:
+        raise ApiError(
+            422,
+            "too_many_occurrences",
+            f"the period has more than {MAX_BACKFILL_OCCURRENCES} occurrences; "
+            "backfill a shorter one",
+        )
+    if occurrences:
+        await _temporal(
+            services, backfill_prompt_schedule(services.client, start=start, end=end, **where)
+        )
+    return BackfillResult(occurrences=occurrences)
+
+
+@router.delete("/{schedule_id}", status_code=204, summary="Delete a scheduled prompt")
+async def delete(schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep) -> Response:
+    """Turns it already submitted go on. A schedule declared on an agent is refused (409):
+    remove it from the agent's `schedules` and the workers delete it when they next start."""
+    row = await _owned(services, tenant, schedule_id)
+    if row.source == "declared":
+        raise ApiError(
+            409,
+            "declared_schedule",
+            f"schedule {row.id!r} is declared on agent {row.agent!r}: remove it from the "
+            "agent's `schedules` (pause it to stop it meanwhile)",
+        )
+    await _temporal(
+        services,
+        delete_prompt_schedule(
+            services.client,
+            task_queue=services.settings.task_queue,
+            tenant_id=tenant,
+            schedule_id=row.id,
+        ),
+    )
+    await delete_schedule(services.db, tenant_id=tenant, schedule_id=row.id)
+    return Response(status_code=204)

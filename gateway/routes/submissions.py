@@ -1,0 +1,260 @@
+"""Durable submissions (Think's programmatic submissions): accepted before any inference,
+inspected, listed, cancelled and deleted; each one's stream readable by its id."""
+
+import uuid
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Path, Query, Request, Response
+
+from domain.names import SKIP_SIGNAL
+from domain.ui import UIMessage
+from gateway.access import admission
+from gateway.body import json_body, read_json, validated
+from gateway.deps import OwnedSessionDep, ServicesDep, SessionIdPath, TenantDep
+from gateway.errors import ApiError
+from gateway.intake import checked_user_message, start_submitted
+from gateway.sse import MAX_SEQ, cursor_from, stream_response
+from gateway.submission_schemas import (
+    SUBMISSION_ID_PATTERN,
+    ClearResult,
+    SubmissionAccepted,
+    SubmissionCreate,
+    SubmissionPublic,
+    SubmissionsDeleted,
+    SubmissionsPublic,
+    SubmissionStatus,
+)
+from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
+from runtime.services import Services
+from storage.submission_ledger import (
+    ENDED,
+    clear_session,
+    delete_ended,
+    list_submissions,
+    owned_submission,
+    request_cancel,
+)
+from storage.submissions import SubmissionOptions, get_submission, submit
+from storage.tables import ChatSession, Submission
+from turn_control.client import cancel_turn, signal_turn, wait_turn_ended
+
+router = APIRouter(prefix="/v1/sessions", tags=["submissions"])
+
+SubmissionIdPath = Annotated[str, Path(pattern=SUBMISSION_ID_PATTERN)]
+BODY_LIMIT_FACTOR = 16
+DELETE_BATCH = 1000
+
+
+async def _owned(services: Services, tenant: str, session: ChatSession, sid: str) -> Submission:
+    row = await owned_submission(
+        services.db, tenant_id=tenant, session_id=session.id, submission_id=sid
+    )
+    if row is None:
+        raise ApiError(
+            404, "submission_not_found", f"no submission {sid!r} in session {session.chat_id!r}"
+        )
+    return row
+
+
+def _public(services: Services, row: Submission, chat_id: str) -> SubmissionPublic:
+    return SubmissionPublic.of(
+        row, chat_id=chat_id, temporal_url=services.settings.turn_ui_url(row.id)
+    )
+
+
+@router.post(
+    "/{session_id}/submissions",
+    status_code=202,
+    summary="Submit messages for a turn; answers at once, before any inference",
+    openapi_extra={"requestBody": json_body(SubmissionCreate, "The messages and options")},
+    responses={200: {"model": SubmissionAccepted, "description": "With `wait`: it has ended"}},
+)
+async def create(
+    request: Request,
+    response: Response,
+    session_id: SessionIdPath,
+    services: ServicesDep,
+    tenant: TenantDep,
+) -> SubmissionAccepted:
+    """The same `idempotencyKey` (or `submissionId`) returns the same submission with
+    `accepted: false`; an id and a key that name different submissions are a 409. Its
+    messages join the session's transcript only when its turn starts (FIFO)."""
+    limit = services.settings.max_message_bytes
+    body = validated(SubmissionCreate, await read_json(request, limit=limit * BODY_LIMIT_FACTOR))
+    messages = [checked_user_message(message, limit) for message in body.messages] or [
+        UIMessage(id="continue", role="user")  # stands for the last answer, taken from the store
+    ]
+    key = body.idempotencyKey or (
+        f"submission:{body.submissionId}" if body.submissionId else f"api:{uuid.uuid4().hex}"
+    )
+    outcome = await submit(
+        services.db,
+        tenant_id=tenant,
+        chat_id=session_id,
+        agent=body.agent or services.settings.default_agent,
+        message=messages[-1],
+        idempotency_key=key,
+        options=SubmissionOptions(
+            prior_messages=messages[:-1],
+            submission_id=body.submissionId,
+            metadata=body.metadata,
+            concurrency=body.concurrency,
+            debounce_ms=body.debounceMs,
+            task_queue=services.settings.task_queue,
+            continue_last=body.continueLastTurn,
+            admission=await admission(services, tenant, body.agent),
+        ),
+    )
+    await start_submitted(services, outcome, chat_id=session_id)
+    row = outcome.submission
+    if body.wait and row.status not in ENDED:
+        await wait_turn_ended(services.client, row.id, grace_seconds=body.waitSeconds)
+        row = await get_submission(services.db, row.id) or row
+    if row.status in ENDED:
+        response.status_code = 200
+    return SubmissionAccepted(
+        **_public(services, row, session_id).model_dump(), accepted=outcome.created
+    )
+
+
+@router.get("/{session_id}/submissions", summary="The session's submissions, in queue order")
+async def list_all(
+    session: OwnedSessionDep,
+    services: ServicesDep,
+    tenant: TenantDep,
+    status: Annotated[list[SubmissionStatus] | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+) -> SubmissionsPublic:
+    rows, total = await list_submissions(
+        services.db,
+        tenant_id=tenant,
+        session_id=session.id,
+        statuses=list(status) if status else None,
+        limit=limit,
+        offset=offset,
+    )
+    return SubmissionsPublic(
+        data=[_public(services, row, session.chat_id) for row in rows], count=total
+    )
+
+
+@router.get("/{session_id}/submissions/{submission_id}", summary="One submission")
+async def read(
+    session: OwnedSessionDep,
+    submission_id: SubmissionIdPath,
+    services: ServicesDep,
+    tenant: TenantDep,
+) -> SubmissionPublic:
+    return _public(
+        services, await _owned(services, tenant, session, submission_id), session.chat_id
+    )
+
+
+@router.post(
+    "/{session_id}/submissions/{submission_id}/cancel",
+    summary="Cancel a submission: a queued one never runs, a running one stops",
+    responses={409: {"description": "It ended before the cancel (its status says how)"}},
+)
+async def cancel(
+    session: OwnedSessionDep,
+    submission_id: SubmissionIdPath,
+    services: ServicesDep,
+    tenant: TenantDep,
+) -> SubmissionPublic:
+    """Durable: the cancel is recorded in the store, then the turn's workflow is cancelled
+    through Temporal, so it holds whichever gateway or worker is up. A turn that ends
+    meanwhile keeps the status it ended with (a completion is never rewritten as aborted,
+    nor an abort as completed). Cancelling again is a 200."""
+    row = await _owned(services, tenant, session, submission_id)
+    if row.status in ENDED and row.cancel_requested_at is None:
+        raise ApiError(
+            409, "submission_ended", f"submission {row.id!r} has already ended ({row.status})"
+        )
+    row = await request_cancel(services.db, submission_id=row.id) or row
+    if row.status not in ENDED:
+        await temporal_call(
+            cancel_turn(services.client, row.id),
+            within=TEMPORAL_TIMEOUT_SECONDS,
+            client=services.client,
+        )
+    return _public(services, row, session.chat_id)
+
+
+@router.delete(
+    "/{session_id}/submissions",
+    summary="Delete ended submissions (their chunk logs go too; stored messages stay)",
+)
+async def delete_old(
+    session: OwnedSessionDep,
+    services: ServicesDep,
+    tenant: TenantDep,
+    completedBefore: Annotated[datetime, Query()],  # noqa: N803 - wire name
+) -> SubmissionsDeleted:
+    deleted = await delete_ended(
+        services.db,
+        tenant_id=tenant,
+        session_id=session.id,
+        completed_before=completedBefore.timestamp(),
+        limit=DELETE_BATCH,
+    )
+    return SubmissionsDeleted(deleted=deleted)
+
+
+@router.get(
+    "/{session_id}/submissions/{submission_id}/stream",
+    summary="The submission's answer as a UI message stream",
+    response_class=Response,
+)
+async def stream(
+    session: OwnedSessionDep,
+    submission_id: SubmissionIdPath,
+    services: ServicesDep,
+    tenant: TenantDep,
+    last_event_id: Annotated[str | None, Header(max_length=100)] = None,
+    after: Annotated[int | None, Query(ge=-1, le=MAX_SEQ)] = None,
+) -> Response:
+    """As the chat resume (`Last-Event-ID` or `?after=`), for this submission only: a queued
+    one's stream waits for its turn, an ended one replays and ends."""
+    row = await _owned(services, tenant, session, submission_id)
+    return await stream_response(
+        services.db,
+        services.watcher,
+        message_id=row.assistant_message_id,
+        submission_id=row.id,
+        cursor=cursor_from(last_event_id, after),
+    )
+
+
+@router.post(
+    "/{session_id}/clear",
+    summary="Start the conversation afresh: stop the running turn, skip the queued ones",
+)
+async def clear(session: OwnedSessionDep, services: ServicesDep, tenant: TenantDep) -> ClearResult:
+    """The active path becomes empty (earlier messages stay in the session's tree, off the
+    path); the running turn is stopped (its partial is kept, off the path too); each queued
+    submission ends `skipped` without running."""
+    skipped = await clear_session(services.db, tenant_id=tenant, session_id=session.id)
+    if session.running_submission_id is not None:
+        await temporal_call(
+            cancel_turn(services.client, session.running_submission_id),
+            within=TEMPORAL_TIMEOUT_SECONDS,
+            client=services.client,
+        )
+    for row in skipped:
+        await temporal_call(
+            signal_turn(
+                services.client,
+                row,
+                chat_id=session.chat_id,
+                task_queue=services.settings.task_queue,
+                signal=SKIP_SIGNAL,
+            ),
+            within=TEMPORAL_TIMEOUT_SECONDS,
+            client=services.client,
+        )
+    return ClearResult(
+        stoppedSubmissionId=session.running_submission_id,
+        skippedSubmissionIds=[row.id for row in skipped],
+    )

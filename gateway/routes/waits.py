@@ -1,0 +1,123 @@
+"""Out of band: list and answer the approvals and client tool calls a parked turn waits on."""
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request
+
+from gateway.body import json_body, read_json, validated
+from gateway.deps import OwnedSessionDep, ServicesDep, TenantDep
+from gateway.schemas import (
+    ApprovalAnswer,
+    ApprovalPublic,
+    ClientToolCallPublic,
+    ClientToolOutput,
+    WaitAnswerResult,
+)
+from gateway.waits import record_answers
+from storage.tables import ToolWait
+from storage.tool_waits import WaitAnswer, list_pending
+
+router = APIRouter(prefix="/v1/sessions", tags=["waits"])
+SMALL_BODY_BYTES = 16_384
+
+WaitIdPath = Annotated[str, Path(pattern=r"^[A-Za-z0-9_\-]{1,64}$")]
+ToolCallIdPath = Annotated[str, Path(pattern=r"^[A-Za-z0-9_\-.:]{1,200}$")]
+
+
+def _time(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def _result(row: ToolWait, changed: bool) -> WaitAnswerResult:
+    return WaitAnswerResult(
+        id=row.id,
+        toolCallId=row.tool_call_id,
+        status=row.status,
+        submissionId=row.submission_id,
+        changed=changed,
+    )
+
+
+def _common(row: ToolWait) -> dict[str, Any]:
+    return {
+        "toolCallId": row.tool_call_id,
+        "toolName": row.tool_name,
+        "input": row.input,
+        "submissionId": row.submission_id,
+        "requestedAt": _time(row.requested_at),
+        "expiresAt": _time(row.expires_at),
+    }
+
+
+@router.get("/{session_id}/approvals", summary="The approvals the session's turn waits on")
+async def pending_approvals(
+    session: OwnedSessionDep, services: ServicesDep, tenant: TenantDep
+) -> list[ApprovalPublic]:
+    rows = await list_pending(services.db, tenant_id=tenant, session_id=session.id, kind="approval")
+    return [ApprovalPublic(approvalId=row.id, **_common(row)) for row in rows]
+
+
+@router.post(
+    "/{session_id}/approvals/{approval_id}",
+    summary="Approve or deny a tool call; the turn goes on",
+    openapi_extra={"requestBody": json_body(ApprovalAnswer, "The answer")},
+)
+async def answer_approval(
+    request: Request,
+    session: OwnedSessionDep,
+    approval_id: WaitIdPath,
+    services: ServicesDep,
+    tenant: TenantDep,
+) -> WaitAnswerResult:
+    """The same answer twice is idempotent (`changed: false`); another answer after the first
+    is a 409, as is one after the approval expired or its turn ended; an unknown id a 404."""
+    answer = validated(ApprovalAnswer, await read_json(request, limit=SMALL_BODY_BYTES))
+    (done,) = await record_answers(
+        services,
+        tenant,
+        session.id,
+        [
+            WaitAnswer(
+                kind="approval", key=approval_id, approved=answer.approved, reason=answer.reason
+            )
+        ],
+    )
+    return _result(done.row, done.changed)
+
+
+@router.get("/{session_id}/tool-calls", summary="The client tool calls the session's turn waits on")
+async def pending_client_calls(
+    session: OwnedSessionDep, services: ServicesDep, tenant: TenantDep
+) -> list[ClientToolCallPublic]:
+    rows = await list_pending(services.db, tenant_id=tenant, session_id=session.id, kind="client")
+    return [ClientToolCallPublic(**_common(row)) for row in rows]
+
+
+@router.post(
+    "/{session_id}/tool-calls/{tool_call_id}",
+    summary="Send a client tool's output (or error); the turn goes on",
+    openapi_extra={"requestBody": json_body(ClientToolOutput, "The output, or an error")},
+)
+async def answer_client_call(
+    request: Request,
+    session: OwnedSessionDep,
+    tool_call_id: ToolCallIdPath,
+    services: ServicesDep,
+    tenant: TenantDep,
+) -> WaitAnswerResult:
+    """As for approvals: a repeat is idempotent, a different second answer is a 409. The body
+    may be up to `PERDURE_MAX_MESSAGE_BYTES`."""
+    limit = services.settings.max_message_bytes
+    answer = validated(ClientToolOutput, await read_json(request, limit=limit))
+    (done,) = await record_answers(
+        services,
+        tenant,
+        session.id,
+        [
+            WaitAnswer(
+                kind="client", key=tool_call_id, output=answer.output, error_text=answer.errorText
+            )
+        ],
+    )
+    return _result(done.row, done.changed)

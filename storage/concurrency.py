@@ -1,0 +1,155 @@
+"""A submission that arrives while its session's turn runs: the concurrency strategies."""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from domain.concurrency import DEFAULT_DEBOUNCE_MS, Concurrency, ConcurrencyStrategy
+from domain.turn_chunks import start_chunk
+from storage.chunks import LogWriter, insert_chunks
+from storage.errors import StoreError
+from storage.schedule_tables import ServedAgent
+from storage.tables import ChatSession, Submission
+
+GATEWAY_WRITER = LogWriter(key="gateway", attempt=1)
+DROPPED_REASON = "dropped: the session was busy"
+
+
+class SessionBusy(StoreError):
+    """`reject`: a turn runs in the session."""
+
+    code = "session_busy"
+
+
+@dataclass
+class Effects:
+    """What the gateway does in Temporal once the submission is committed."""
+
+    cancel: list[str] = field(default_factory=list)
+    """Running submissions to stop."""
+    skip: list[Submission] = field(default_factory=list)
+    """Queued submissions whose turns end `skipped`."""
+
+
+async def strategy_for(
+    session: AsyncSession,
+    chat: ChatSession,
+    requested: ConcurrencyStrategy | None,
+    debounce_ms: int | None,
+    task_queue: str | None,
+) -> Concurrency:
+    """The request's strategy, else the session agent's as its workers recorded it; a
+    request's `debounce` without a period takes the agent's."""
+    if requested is not None and (requested != "debounce" or debounce_ms is not None):
+        # The request says all: no read on the intake's path.
+        return Concurrency(requested, debounce_ms=debounce_ms or DEFAULT_DEBOUNCE_MS)
+    served = await session.get(ServedAgent, (task_queue, chat.agent)) if task_queue else None
+    strategy = requested or (served.concurrency if served else "queue")
+    period = debounce_ms or (served.debounce_ms if served else None) or DEFAULT_DEBOUNCE_MS
+    return Concurrency(strategy, debounce_ms=period)  # type: ignore[arg-type]
+
+
+async def absorb_queued(
+    session: AsyncSession,
+    chat: ChatSession,
+    submission: Submission,
+    concurrency: Concurrency,
+    *,
+    at: float,
+) -> Effects:
+    """`merge` and `debounce`: the submission takes over the messages of the session's
+    queued submissions (those after the last one that is not a plain message: a regenerate
+    or an edit keeps its place), which end `skipped`, `merged_into` it. `debounce` also
+    holds its turn back for the quiet period."""
+    effects = Effects()
+    if concurrency.strategy == "debounce":
+        submission.not_before = at + concurrency.debounce_ms / 1000
+    queued = await session.exec(
+        select(Submission)
+        .where(
+            Submission.session_id == chat.id,
+            Submission.status == "pending",
+            Submission.id != submission.id,
+            col(Submission.cancel_requested_at).is_(None),
+        )
+        .order_by(col(Submission.queue_seq))
+    )
+    absorbed: list[Submission] = []
+    for row in queued.all():
+        if row.regenerates or row.edit_of is not None:
+            absorbed = []  # a branch keeps its place: only what follows it can move past it
+        else:
+            absorbed.append(row)
+    messages: list[dict[str, Any]] = []
+    for row in absorbed:
+        messages += [*(row.prior_messages or []), row.user_message]
+        row.cancel_requested_at = at
+        row.merged_into = submission.id
+        row.error = f"merged into submission {submission.id}"
+        session.add(row)
+        effects.skip.append(row)
+    if messages:
+        submission.prior_messages = [*messages, *(submission.prior_messages or [])]
+    session.add(submission)
+    return effects
+
+
+async def apply_busy(
+    session: AsyncSession,
+    chat: ChatSession,
+    submission: Submission,
+    concurrency: Concurrency,
+    *,
+    at: float,
+    notify: bool,
+) -> Effects:
+    """Inside the intake transaction, with the session locked and a turn running."""
+    strategy = concurrency.strategy
+    if concurrency.absorbs_queued:
+        return await absorb_queued(session, chat, submission, concurrency, at=at)
+    effects = Effects()
+    if strategy == "reject":
+        raise SessionBusy(
+            f"a turn is running in session {chat.chat_id!r} (submission "
+            f"{chat.running_submission_id}); send again when it has ended"
+        )
+    if strategy == "drop":
+        submission.status = "skipped"
+        submission.completed_at = at
+        submission.error = DROPPED_REASON
+        await insert_chunks(
+            session,
+            message_id=submission.assistant_message_id,
+            chunks=[
+                start_chunk(submission.assistant_message_id, submission.id),
+                {"type": "abort", "reason": DROPPED_REASON},
+            ],
+            writer=GATEWAY_WRITER,
+            notify=notify,
+            close=True,
+        )
+        return effects
+    if strategy == "latest":
+        queued = await session.exec(
+            select(Submission).where(
+                Submission.session_id == chat.id,
+                Submission.status == "pending",
+                Submission.id != submission.id,
+            )
+        )
+        for row in queued.all():
+            if row.cancel_requested_at is None:
+                row.cancel_requested_at = at
+                row.error = f"replaced by the later submission {submission.id}"
+                session.add(row)
+                effects.skip.append(row)
+    if strategy in ("interrupt", "rollback") and chat.running_submission_id is not None:
+        running = await session.get(Submission, chat.running_submission_id)
+        if running is not None:
+            running.cancel_requested_at = running.cancel_requested_at or at
+            running.rolled_back = running.rolled_back or strategy == "rollback"
+            session.add(running)
+            effects.cancel.append(running.id)
+    return effects

@@ -1,0 +1,264 @@
+"""Tool waits: the approvals and client tool outputs a parked turn waits on.
+
+A row turns `pending` in the transaction that writes the park's `finish` chunk, and leaves
+`pending` exactly once: answered (`approved`, `denied`, `answered`), `expired` or `cancelled`.
+So an answer is accepted only while its turn really waits for it, and a late answer, a
+repeated one or a forged one changes nothing.
+"""
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import update
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from domain.payloads import WaitKind
+from domain.ui import Chunk
+from storage.chunks import LogWriter, insert_chunks
+from storage.db import Database
+from storage.errors import StoreError
+from storage.tables import Submission, ToolWait
+from storage.timing import now
+
+PENDING = "pending"
+ANSWERED = ("approved", "denied", "answered")
+
+
+class WaitNotFound(StoreError):
+    code = "not_found"
+
+
+class WaitConflict(StoreError):
+    """Answered differently before, or no longer waiting (expired, or its turn ended)."""
+
+    code = "conflict"
+
+
+def new_approval_id() -> str:
+    return f"appr_{uuid.uuid4().hex}"
+
+
+def new_client_wait_id() -> str:
+    return f"wait_{uuid.uuid4().hex}"
+
+
+@dataclass(frozen=True)
+class WaitRequest:
+    """A call the turn parks on, as the park activity found it in the log."""
+
+    wait_id: str
+    kind: WaitKind
+    tool_call_id: str
+    tool_name: str
+    input: Any
+    timeout_seconds: float
+
+
+async def park(
+    db: Database,
+    *,
+    submission_id: str,
+    message_id: str,
+    requests: list[WaitRequest],
+    finish: Chunk | None,
+    writer: LogWriter,
+) -> list[ToolWait]:
+    """In one transaction: the wait rows (once per call) and the park's `finish` chunk (None
+    when an earlier attempt wrote it). Returns the rows, as first recorded."""
+    at = now()
+
+    async def record(session: AsyncSession) -> list[ToolWait]:
+        submission = await session.get(Submission, submission_id)
+        if submission is None:
+            raise LookupError(f"submission {submission_id} is gone")
+        existing = {
+            row.tool_call_id: row
+            for row in (
+                await session.exec(select(ToolWait).where(ToolWait.submission_id == submission_id))
+            ).all()
+        }
+        rows: list[ToolWait] = []
+        for request in requests:
+            row = existing.get(request.tool_call_id)
+            if row is None:
+                row = ToolWait(
+                    id=request.wait_id,
+                    kind=request.kind,
+                    tenant_id=submission.tenant_id,
+                    session_id=submission.session_id,
+                    submission_id=submission_id,
+                    tool_call_id=request.tool_call_id,
+                    tool_name=request.tool_name,
+                    input=request.input,
+                    status=PENDING,
+                    requested_at=at,
+                    expires_at=at + request.timeout_seconds,
+                )
+                session.add(row)
+            rows.append(row)
+        if finish is not None:
+            await insert_chunks(
+                session,
+                message_id=message_id,
+                chunks=[finish],
+                writer=writer,
+                notify=not db.is_sqlite,
+            )
+        return rows
+
+    return await db.transact(record)
+
+
+@dataclass(frozen=True)
+class WaitAnswer:
+    """One answer: to an approval (by its id) or to a client tool call (by the call's id)."""
+
+    kind: WaitKind
+    key: str
+    """The approval id, or the tool call id of a client tool."""
+    approved: bool | None = None
+    reason: str | None = None
+    output: Any = None
+    error_text: str | None = None
+
+    def same_as(self, row: ToolWait) -> bool:
+        if self.kind == "approval":
+            return row.approved is self.approved
+        return row.output == self.output and row.error_text == self.error_text
+
+
+@dataclass(frozen=True)
+class Answered:
+    row: ToolWait
+    changed: bool
+    """False when the same answer was already recorded (nothing new to tell the turn)."""
+
+
+def _status_for(answer: WaitAnswer) -> str:
+    if answer.kind == "client":
+        return "answered"
+    return "approved" if answer.approved else "denied"
+
+
+async def _row_for(
+    session: AsyncSession, tenant_id: str, session_id: str, answer: WaitAnswer
+) -> ToolWait:
+    key = col(ToolWait.id) if answer.kind == "approval" else col(ToolWait.tool_call_id)
+    found = (
+        await session.exec(
+            select(ToolWait)
+            .where(
+                key == answer.key,
+                ToolWait.kind == answer.kind,
+                ToolWait.tenant_id == tenant_id,
+                ToolWait.session_id == session_id,
+            )
+            .order_by(col(ToolWait.requested_at).desc())
+            .with_for_update()
+        )
+    ).first()
+    if found is None:
+        what = "approval" if answer.kind == "approval" else "client tool call"
+        raise WaitNotFound(f"no {what} {answer.key!r} in this session")  # not its storage key
+    return found
+
+
+async def answer_waits(
+    db: Database, *, tenant_id: str, session_id: str, answers: list[WaitAnswer]
+) -> list[Answered]:
+    """Record answers, all or none: an unknown one is `WaitNotFound`; one answered otherwise
+    before, or no longer waiting, is `WaitConflict`; the same answer again changes nothing."""
+    at = now()
+
+    async def record(session: AsyncSession) -> list[Answered]:
+        results: list[Answered] = []
+        for answer in answers:
+            row = await _row_for(session, tenant_id, session_id, answer)
+            if row.status in ANSWERED and answer.same_as(row):
+                results.append(Answered(row, changed=False))
+                continue
+            if row.status != PENDING:
+                raise WaitConflict(_closed_because(row))
+            row.status = _status_for(answer)
+            row.approved = answer.approved
+            row.reason = answer.reason
+            row.output = answer.output
+            row.error_text = answer.error_text
+            row.answered_at = at
+            session.add(row)
+            results.append(Answered(row, changed=True))
+        return results
+
+    return await db.transact(record)
+
+
+def _closed_because(row: ToolWait) -> str:
+    name = f"approval {row.id}" if row.kind == "approval" else f"tool call {row.tool_call_id}"
+    if row.status in ANSWERED:
+        return f"{name} was already answered differently ({row.status})"
+    if row.status == "expired":
+        return f"{name} expired before it was answered"
+    return f"{name} is no longer waiting: its turn ended"
+
+
+async def waits_by_id(db: Database, wait_ids: list[str]) -> list[ToolWait]:
+    if not wait_ids:
+        return []
+    return await db.read_sync(
+        lambda session: list(session.exec(select(ToolWait).where(col(ToolWait.id).in_(wait_ids))))
+    )
+
+
+async def expire_waits(db: Database, *, wait_ids: list[str], reason: str) -> None:
+    """Deny the waits that are still pending (an answer stored first wins)."""
+    if not wait_ids:
+        return
+    async with db.write() as session:
+        await session.exec(
+            update(ToolWait)
+            .where(col(ToolWait.id).in_(wait_ids), col(ToolWait.status) == PENDING)
+            .values(status="expired", reason=reason, answered_at=now())
+        )
+
+
+async def cancel_pending(session: AsyncSession, *, submission_id: str, reason: str) -> None:
+    """Inside the finish transaction: the turn ended, nothing it waited on can be answered."""
+    await session.exec(
+        update(ToolWait)
+        .where(col(ToolWait.submission_id) == submission_id, col(ToolWait.status) == PENDING)
+        .values(status="cancelled", reason=reason, answered_at=now())
+    )
+
+
+async def list_pending(
+    db: Database, *, tenant_id: str, session_id: str, kind: WaitKind | None = None
+) -> list[ToolWait]:
+    query = select(ToolWait).where(
+        ToolWait.tenant_id == tenant_id,
+        ToolWait.session_id == session_id,
+        ToolWait.status == PENDING,
+    )
+    if kind is not None:
+        query = query.where(ToolWait.kind == kind)
+    statement = query.order_by(col(ToolWait.requested_at), col(ToolWait.id))
+    return await db.read_sync(lambda session: list(session.exec(statement)))
+
+
+async def sessions_waiting(db: Database, *, session_ids: list[str]) -> set[str]:
+    """Those of `session_ids` whose running turn waits on something."""
+    if not session_ids:
+        return set()
+    statement = select(ToolWait.session_id).where(
+        col(ToolWait.session_id).in_(session_ids), ToolWait.status == PENDING
+    )
+    return await db.read_sync(lambda session: set(session.exec(statement)))
+
+
+async def client_calls_of(db: Database, *, submission_id: str) -> set[str]:
+    """The tool call ids of the turn's client tool calls, answered or not."""
+    statement = select(ToolWait.tool_call_id).where(
+        ToolWait.submission_id == submission_id, ToolWait.kind == "client"
+    )
+    return await db.read_sync(lambda session: set(session.exec(statement)))

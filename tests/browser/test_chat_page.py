@@ -1,0 +1,304 @@
+"""The chat page (web/, served at `/`) in chromium against a real stack: what a person sees and
+does. The fake model answers `@count N` with "1 2 … N", one word every `@delay MS`; the
+`approvals` agent's tools wait for a person (tests/approval_agents.py)."""
+
+import os
+import re
+
+import httpx
+import pytest
+from playwright.async_api import expect
+
+from tests.approval_agents import tool_runs
+from tests.browser.conftest import README_SCREENSHOT, ChatPage
+from tests.fakeprovider.anthropic import THINKING
+from tests.fakeprovider.fixtures import count_to, tag
+
+pytestmark = pytest.mark.parametrize("stack", ["sqlite"], indirect=True)
+
+
+async def stored_messages(chat: ChatPage) -> list[dict[str, object]]:
+    async with httpx.AsyncClient(base_url=chat.stack.url) as http:
+        response = await http.get(f"/api/chat/{chat.chat_id}/messages")
+        response.raise_for_status()
+        messages: list[dict[str, object]] = response.json()
+        return messages
+
+
+async def test_a_sent_message_is_answered_on_the_page(chat: ChatPage) -> None:
+    await chat.open()
+    await chat.shot("empty")
+
+    await chat.send("@count 5")
+
+    await expect(chat.answer).to_have_text(count_to(5))
+    await expect(chat.page.locator(f'li[data-session-id="{chat.chat_id}"]')).to_be_visible()
+    await chat.shot("answered")
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
+async def test_a_reload_mid_answer_shows_the_answer_finish_exactly_once(chat: ChatPage) -> None:
+    await chat.open()
+    await chat.send("@count 30 @delay 100")
+    await expect(chat.answer).to_contain_text("1 2 3")
+    await chat.shot("before-reload")
+
+    await chat.page.reload()
+
+    await expect(chat.answer).to_contain_text("1 2 3")
+    await chat.shot("after-reload")
+    await expect(chat.answer).to_have_text(count_to(30))
+    await expect(chat.answers).to_have_count(1)
+    await chat.shot("finished")
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
+async def test_stop_ends_the_turn_and_keeps_the_partial_answer(chat: ChatPage) -> None:
+    await chat.open()
+    await chat.send("@count 300 @delay 50")
+    await expect(chat.answer).to_contain_text("1 2 3")
+
+    await chat.button("Stop").click()
+
+    await expect(chat.answers.last.locator(".status-aborted")).to_have_text("Stopped")
+    await chat.shot("stopped")
+    partial = await chat.answer.inner_text()
+    assert count_to(300).startswith(partial) and len(partial) < len(count_to(300))
+    await chat.page.wait_for_timeout(500)
+    assert await chat.answer.inner_text() == partial
+    answer = (await stored_messages(chat))[-1]
+    assert answer["metadata"]["status"] == "aborted"  # type: ignore[index]
+    await expect(chat.button("Send")).to_be_visible()
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
+async def test_stopping_a_turn_that_waits_for_approval_denies_the_call(chat: ChatPage) -> None:
+    await chat.open(agent="approvals")
+    await chat.send('@tool delete_file {"path": "page-stopped.txt"}')
+    await expect(chat.button("Approve")).to_be_visible()
+
+    await chat.button("Stop").click()
+
+    tool = chat.page.locator('[data-tool="delete_file"]')
+    await expect(tool).to_have_attribute("data-state", "output-denied")
+    await expect(chat.answers.last.locator(".status-aborted")).to_have_text("Stopped")
+    await expect(chat.button("Send")).to_be_visible()
+    await chat.shot("stopped")
+    assert "delete_file:page-stopped.txt" not in tool_runs
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
+async def test_an_approved_tool_call_runs_and_the_answer_goes_on(chat: ChatPage) -> None:
+    await chat.open(agent="approvals")
+    await chat.send('@tool delete_file {"path": "page-approved.txt"}')
+    await expect(chat.button("Approve")).to_be_visible()
+    await chat.shot("asked")
+
+    await chat.button("Approve").click()
+
+    await expect(chat.answer).to_have_text("Tool delete_file returned: deleted page-approved.txt")
+    tool = chat.page.locator('[data-tool="delete_file"]')
+    await expect(tool).to_have_attribute("data-state", "output-available")
+    await expect(tool).to_contain_text("deleted page-approved.txt")
+    await chat.shot("approved")
+    assert "delete_file:page-approved.txt" in tool_runs
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
+async def test_a_denied_tool_call_is_not_run_and_the_model_is_told_why(chat: ChatPage) -> None:
+    await chat.open(agent="approvals")
+    await chat.send('@tool delete_file {"path": "page-denied.txt"}')
+    await chat.page.get_by_label("Reason (optional)").fill("keep it")
+
+    await chat.button("Deny").click()
+
+    await expect(chat.answer).to_contain_text("denied (keep it)")
+    tool = chat.page.locator('[data-tool="delete_file"]')
+    await expect(tool).to_have_attribute("data-state", "output-denied")
+    await expect(tool).to_contain_text("Denied: keep it")
+    await chat.shot("denied")
+    assert "delete_file:page-denied.txt" not in tool_runs
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
+async def test_a_client_tool_call_asks_for_its_output_in_a_form(chat: ChatPage) -> None:
+    await chat.open(agent="approvals")
+    await chat.send('@tool pick_color {"prompt": "your color?"}')
+    tool = chat.page.locator('[data-tool="pick_color"]')
+    await expect(tool).to_contain_text("your color?")
+    await chat.page.get_by_label("Output of pick_color").fill("green")
+    await chat.shot("asked")
+
+    await tool.get_by_role("button", name="Send", exact=True).click()
+
+    await expect(chat.answer).to_have_text("Tool pick_color returned: green")
+    await expect(tool).to_have_attribute("data-state", "output-available")
+    await chat.shot("answered")
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
+async def test_regenerate_makes_a_second_answer_and_each_can_be_switched_to(
+    chat: ChatPage,
+) -> None:
+    await chat.open()
+    await chat.send("@count 3")
+    await expect(chat.answer).to_have_text(count_to(3))
+    first = await chat.answers.last.get_attribute("data-message-id")
+
+    await chat.button("Regenerate").click()
+
+    await expect(chat.answers.last.locator(".branch-count")).to_have_text("2 / 2")
+    second = await chat.answers.last.get_attribute("data-message-id")
+    assert second != first
+    await expect(chat.answer).to_have_text(count_to(3))
+    await chat.shot("regenerated")
+
+    await chat.page.get_by_label("Previous branch").click()
+
+    await expect(chat.answers.last.locator(".branch-count")).to_have_text("1 / 2")
+    await expect(chat.answers.last).to_have_attribute("data-message-id", first or "")
+    await chat.shot("switched")
+    await expect(chat.answers).to_have_count(1)
+    assert [m["id"] for m in await stored_messages(chat)][-1] == first
+    await chat.page.get_by_label("Next branch").click()
+    await expect(chat.answers.last).to_have_attribute("data-message-id", second or "")
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
+async def test_an_edit_is_answered_as_a_new_branch_beside_the_original(chat: ChatPage) -> None:
+    await chat.open()
+    await chat.send("@count 2 first")
+    await expect(chat.answer).to_have_text(count_to(2))
+    await chat.button("Edit").click()
+    await chat.page.get_by_label("Edit message").fill("@count 4 second")
+
+    await chat.button("Send edit").click()
+
+    await expect(chat.answer).to_have_text(count_to(4))
+    question = chat.page.locator('article[data-role="user"]')
+    await expect(question).to_contain_text("@count 4 second")
+    await expect(question.locator(".branch-count")).to_have_text("2 / 2")
+    await chat.shot("edited")
+    await chat.page.get_by_label("Previous branch").click()
+    await expect(question).to_contain_text("@count 2 first")
+    await expect(chat.answer).to_have_text(count_to(2))
+    await chat.shot("switched-back")
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
+async def test_an_answer_shows_its_reasoning_markdown_and_code_block(chat: ChatPage) -> None:
+    await chat.open(agent="thinking")
+
+    await chat.send("Show me a Fibonacci function @markdown")
+
+    code = chat.answer.locator(".code")
+    await expect(code.locator("code")).to_contain_text("def fibonacci(n: int) -> int:")
+    await expect(code.locator(".code-head")).to_contain_text("python")
+    await expect(chat.answer.locator("strong")).to_have_text("O(n)")
+    await expect(chat.answer.locator("li")).to_have_count(2)
+    reasoning = chat.answers.last.locator(".reasoning")
+    await expect(reasoning).to_contain_text("Reasoning")
+    await reasoning.locator("summary").click()
+    await expect(reasoning).to_contain_text(THINKING)
+    await chat.shot("rendered")
+    if os.environ.get("PERDURE_README_SCREENSHOT"):
+        README_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        await chat.page.screenshot(path=README_SCREENSHOT)
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
+async def test_a_tool_call_shows_its_input_and_result(chat: ChatPage) -> None:
+    await chat.open()
+
+    await chat.send('@tool calculate {"expression": "12*7"}')
+
+    tool = chat.page.locator('[data-tool="calculate"]')
+    await expect(tool).to_have_attribute("data-state", "output-available")
+    await expect(tool.locator(".tool-input")).to_contain_text('"expression": "12*7"')
+    await expect(tool.locator(".tool-output")).to_have_text("84")
+    await expect(chat.answer).to_have_text("Tool calculate returned: 84")
+    await chat.shot("tool-result")
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
+async def test_a_recovering_turn_shows_the_recovery_notice_and_its_answer_once(
+    chat: ChatPage,
+) -> None:
+    await chat.open()
+
+    await chat.send(f"@count 20 @delay 50 @disconnect_after 5 {tag()}")
+
+    await expect(chat.page.locator(".banner.recovery, .banner.recovered")).to_be_visible()
+    await chat.shot("recovering")
+    await expect(chat.answer).to_have_text(count_to(20))
+    await expect(chat.page.locator(".banner.recovered")).to_contain_text("Recovered")
+    await chat.shot("recovered")
+    await expect(chat.answers).to_have_count(1)
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
+async def test_a_failed_turn_shows_what_failed_in_words(chat: ChatPage) -> None:
+    await chat.open()
+
+    await chat.send(f"@fail 400 {tag()}")
+
+    alert = chat.page.get_by_role("alert")
+    await expect(alert).to_contain_text("HTTP 400")
+    await expect(alert).to_contain_text("not retryable")
+    await chat.shot("failed")
+    assert "{" not in await alert.inner_text()
+
+
+async def test_a_refused_request_shows_the_gateways_message_not_its_json(chat: ChatPage) -> None:
+    async with httpx.AsyncClient(base_url=chat.stack.url) as http:
+        refused = await http.get("/api/chat/not a chat id/messages")
+    assert refused.status_code == 422
+
+    await chat.page.goto(f"{chat.stack.url}/?chat=not%20a%20chat%20id")
+
+    await expect(chat.page.locator(".banner.error")).to_have_text(
+        refused.json()["error"]["message"]
+    )
+    await chat.shot("refused")
+
+
+async def test_a_chat_is_renamed_and_deleted_from_the_list(chat: ChatPage) -> None:
+    await chat.open()
+    await chat.send("@count 1")
+    await expect(chat.answer).to_have_text("1")
+    item = chat.page.locator(f'li[data-session-id="{chat.chat_id}"]')
+
+    await item.get_by_label("Rename").click()
+    await chat.page.get_by_label("New title").fill("Renamed on the page")
+    await chat.page.get_by_label("New title").press("Enter")
+
+    await expect(item).to_contain_text("Renamed on the page")
+    await expect(chat.page.locator("h1")).to_have_text("Renamed on the page")
+    await chat.shot("renamed")
+    async with httpx.AsyncClient(base_url=chat.stack.url) as http:
+        stored = (await http.get(f"/v1/sessions/{chat.chat_id}")).json()
+    assert stored["title"] == "Renamed on the page"
+
+    await item.get_by_label("Delete").click()
+    await item.get_by_role("button", name="Delete", exact=True).click()
+
+    await expect(item).to_have_count(0)
+    await chat.shot("deleted")
+    await expect(chat.page).not_to_have_url(re.compile(re.escape(chat.chat_id)))
+    async with httpx.AsyncClient(base_url=chat.stack.url) as http:
+        assert (await http.get(f"/v1/sessions/{chat.chat_id}")).status_code == 404
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
+async def test_an_answer_links_to_its_turn_in_the_temporal_ui(chat: ChatPage) -> None:
+    await chat.open()
+    await chat.send("@count 1")
+    await expect(chat.answer).to_have_text("1")
+
+    link = chat.answers.last.get_by_role("link", name="Temporal")
+
+    await expect(link).to_have_attribute("href", re.compile(r"/namespaces/[^/]+/workflows/"))
+    submission = (await stored_messages(chat))[-1]["metadata"]["submissionId"]  # type: ignore[index]
+    async with httpx.AsyncClient(base_url=chat.stack.url) as http:
+        described = (await http.get(f"/v1/sessions/{chat.chat_id}/submissions/{submission}")).json()
+    assert await link.get_attribute("href") == described["temporalUrl"]

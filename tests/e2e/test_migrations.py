@@ -1,0 +1,123 @@
+"""Migrations over a store that holds data, on SQLite and PostgreSQL."""
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from domain.ui import UIMessage
+from storage.db import Database
+from storage.messages import active_path
+from storage.migrate import migrate
+from storage.session_keys import session_key
+from storage.sessions import get_session, list_sessions
+from storage.submissions import submit
+from storage.tables import ChatSession, Message
+from storage.urls import sync_url
+from tests.databases import database_url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with database_url(request.param, tmp_path) as made:
+        yield made
+
+
+def _insert(url: str, *statements: sa.Executable) -> None:
+    engine = sa.create_engine(sync_url(url))
+    try:
+        with engine.begin() as connection:
+            for statement in statements:
+                connection.execute(statement)
+    finally:
+        engine.dispose()
+
+
+def _message(message_id: str) -> UIMessage:
+    return UIMessage.model_validate(
+        {"id": message_id, "role": "user", "parts": [{"type": "text", "text": message_id}]}
+    )
+
+
+async def test_a_session_stored_before_tenant_chat_ids_keeps_working(url: str) -> None:
+    await asyncio.to_thread(migrate, url, to="0007")
+    # a chat as revision 0007 stored it: its key is the chat id the client chose
+    await asyncio.to_thread(
+        _insert,
+        url,
+        sa.insert(ChatSession.__table__).values(  # type: ignore[attr-defined]
+            id="legacy",
+            tenant_id="alpha",
+            title="old",
+            agent="default",
+            leaf_message_id="m1",
+            next_queue_seq=1,
+            created_at=1.0,
+            updated_at=1.0,
+        ),
+        sa.insert(Message.__table__).values(  # type: ignore[attr-defined]
+            session_id="legacy",
+            id="m1",
+            role="user",
+            parts=[{"type": "text", "text": "m1"}],
+            meta={},
+            status="completed",
+            created_at=1.0,
+        ),
+    )
+
+    await asyncio.to_thread(migrate, url)
+    db = Database(url)
+    try:
+        found = await get_session(db, tenant_id="alpha", chat_id="legacy")
+        ours = await submit(
+            db,
+            tenant_id="alpha",
+            chat_id="legacy",
+            agent="default",
+            message=_message("m2"),
+            idempotency_key="k",
+        )
+        theirs = await submit(
+            db,
+            tenant_id="beta",
+            chat_id="legacy",
+            agent="default",
+            message=_message("b1"),
+            idempotency_key="k",
+        )
+        path = await active_path(db, session_id="legacy")
+        listed = [
+            [chat.chat_id for chat in (await list_sessions(db, tenant_id=t, limit=10, offset=0))[0]]
+            for t in ("alpha", "beta")
+        ]
+        async with db.read() as session:
+            beta_row = await session.get(ChatSession, session_key("beta", "legacy"))
+        with pytest.raises(IntegrityError):  # one chat id per tenant
+            async with db.write() as session:
+                session.add(
+                    ChatSession(
+                        id="another-key",
+                        tenant_id="alpha",
+                        chat_id="legacy",
+                        agent="default",
+                        created_at=2.0,
+                        updated_at=2.0,
+                    )
+                )
+    finally:
+        await db.close()
+
+    assert found is not None and (found.id, found.chat_id, found.title) == (
+        "legacy",
+        "legacy",
+        "old",
+    )
+    assert ours.created and ours.submission.session_id == "legacy"
+    assert [m.id for m in path] == ["m1", "m2"]
+    assert theirs.created and theirs.submission.session_id == session_key("beta", "legacy")
+    assert beta_row is not None and beta_row.chat_id == "legacy"
+    assert listed == [["legacy"], ["legacy"]]

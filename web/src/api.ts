@@ -1,0 +1,105 @@
+// The gateway's REST API, as the page uses it. URLs are relative to the page, so the page
+// works wherever the gateway serves it.
+import type { UIMessage } from 'ai';
+
+import { authorizedFetch } from './auth';
+
+/** What the gateway adds to an assistant message (docs/api.md). */
+export type MessageMetadata = {
+  submissionId?: string;
+  status?: 'completed' | 'aborted' | 'error' | 'streaming' | 'waiting';
+};
+
+export type ChatMessage = UIMessage<MessageMetadata>;
+
+export type Session = {
+  id: string;
+  title: string;
+  agent: string;
+  status: 'idle' | 'running' | 'waiting';
+  updated_at: string;
+  parent_session_id: string | null;
+};
+
+export type Sibling = { id: string; role: string; status: string; active: boolean };
+
+export type WaitingCall = { toolCallId: string; toolName: string };
+
+/** An error the gateway answered, with its message as the gateway wrote it. */
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly code?: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * A readable sentence for any error: the gateway's JSON errors (`{"error": {code, message}}`)
+ * give their message; the AI SDK passes a failed response's body on as the error's message,
+ * so that body is parsed here too.
+ */
+export function readableError(error: unknown): string {
+  const text = error instanceof Error ? error.message : String(error);
+  try {
+    const body = JSON.parse(text) as { error?: { message?: unknown } };
+    if (typeof body.error?.message === 'string') return body.error.message;
+  } catch {
+    // Not JSON: a message already meant for people (an `error` chunk's text, a network error).
+  }
+  if (text === 'Failed to fetch' || text.includes('NetworkError')) {
+    return 'The gateway cannot be reached. Is `make run` still running?';
+  }
+  return text || 'Something went wrong.';
+}
+
+async function request<T>(path: string, init?: RequestInit): Promise<T> {
+  const response = await authorizedFetch(path, {
+    ...init,
+    headers: init?.body ? { 'content-type': 'application/json' } : undefined,
+  });
+  if (!response.ok) {
+    const text = await response.text();
+    let code: string | undefined;
+    try {
+      code = (JSON.parse(text) as { error?: { code?: string } }).error?.code;
+    } catch {
+      // A proxy's HTML error page: readableError shows its status instead.
+    }
+    throw new ApiError(readableError(new Error(text || `HTTP ${response.status}`)), response.status, code);
+  }
+  return (response.status === 204 ? undefined : await response.json()) as T;
+}
+
+const session = (id: string) => `v1/sessions/${encodeURIComponent(id)}`;
+const chat = (id: string) => `api/chat/${encodeURIComponent(id)}`;
+
+export const api = {
+  sessions: () => request<{ data: Session[] }>('v1/sessions?limit=200').then(body => body.data),
+  rename: (id: string, title: string) =>
+    request<Session>(session(id), { method: 'PATCH', body: JSON.stringify({ title }) }),
+  remove: (id: string) => request<void>(session(id), { method: 'DELETE' }),
+
+  /** The active branch, including a running turn's partial answer; [] for a chat not begun. */
+  messages: (id: string) =>
+    request<ChatMessage[]>(`${chat(id)}/messages`).catch((error: unknown) => {
+      if (error instanceof ApiError && error.status === 404) return [];
+      throw error;
+    }),
+  /** Cancels the running turn server-side (useChat's own stop() only disconnects). */
+  stop: (id: string) => request<{ submissionId: string | null }>(`${chat(id)}/stop`, { method: 'POST' }),
+
+  siblings: (id: string, messageId: string) =>
+    request<Sibling[]>(`${session(id)}/messages/${encodeURIComponent(messageId)}/siblings`),
+  switchTo: (id: string, messageId: string) =>
+    request<unknown>(`${session(id)}/leaf`, { method: 'POST', body: JSON.stringify({ messageId }) }),
+
+  /** The client tool calls the session's turn is parked on. */
+  waitingCalls: (id: string) => request<WaitingCall[]>(`${session(id)}/tool-calls`),
+  temporalUrl: (id: string, submissionId: string) =>
+    request<{ temporalUrl?: string }>(`${session(id)}/submissions/${encodeURIComponent(submissionId)}`).then(
+      body => body.temporalUrl,
+    ),
+};

@@ -1,0 +1,8 @@
+import './csp';
+
+import { createRoot } from 'react-dom/client';
+
+import { App } from './App';
+import './styles.css';
+
+createRoot(document.getElementById('root')!).render(<App />);
