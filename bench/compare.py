@@ -209,7 +209,7 @@ class AltSystem(System):
             self.temporal_address = f"127.0.0.1:{free_port()}"
             async with dev_server(
                 address=self.temporal_address,
-                ui_port=free_port(),
+                ui_port=None,
                 db_file=self.workdir / f"temporal-{self.name}.db",
                 namespace="default",
             ):

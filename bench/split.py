@@ -36,7 +36,7 @@ async def split_stack(
     address = f"127.0.0.1:{free_port()}"
     async with dev_server(
         address=address,
-        ui_port=free_port(),
+        ui_port=None,
         db_file=workdir / f"temporal-{name}.db",
         namespace="default",
     ):

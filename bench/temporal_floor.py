@@ -96,7 +96,7 @@ async def main() -> None:
             config.sqlite_pragmas[key] = value
         async with dev_server(
             address=address,
-            ui_port=free_port(),
+            ui_port=None,
             db_file=Path(tmp) / "temporal.db",
             namespace="default",
             config=config,

@@ -176,7 +176,7 @@ async def main() -> None:
         async with (
             dev_server(
                 address=settings.temporal_address,
-                ui_port=free_port(),
+                ui_port=None,
                 db_file=workdir / "temporal.db",
                 namespace="default",
                 config=DevServerConfig.load(Path("temporal-dev.yml")),

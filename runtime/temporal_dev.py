@@ -74,14 +74,42 @@ def is_listening(host: str, port: int) -> bool:
     return False
 
 
+def unused_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
 SERVING_TIMEOUT = 30.0
+START_ATTEMPTS = 3
+LOG_TAIL_CHARS = 2_000
 
 
-async def wait_serving(address: str, namespace: str) -> Client:
-    """A client, once the server answers for `namespace`: its port opens before its frontend
-    is healthy, and a client connecting in between fails with "Frontend is not healthy yet"."""
+class DevServerExited(RuntimeError):
+    """The dev server process ended before it served."""
+
+
+def log_tail(log_file: Path) -> str:
+    with contextlib.suppress(OSError):
+        return log_file.read_text(errors="replace")[-LOG_TAIL_CHARS:].strip()
+    return ""
+
+
+async def wait_serving(
+    address: str, namespace: str, process: subprocess.Popen[bytes], log_file: Path
+) -> Client:
+    """A client, once the server answers for `namespace`. Its port opens before its frontend
+    is healthy (a client connecting in between fails with "Frontend is not healthy yet"), and
+    an open port may be another program's: only an answer from the server counts, and the
+    process is watched so that its exit is reported at once, with its log."""
     deadline = asyncio.get_running_loop().time() + SERVING_TIMEOUT
     while True:
+        if process.poll() is not None:
+            raise DevServerExited(
+                f"the Temporal dev server exited with {process.returncode} before it served "
+                f"at {address}; the end of {log_file}:\n{log_tail(log_file)}"
+            )
         try:
             client = await Client.connect(address, namespace=namespace)
             await client.workflow_service.describe_namespace(
@@ -95,58 +123,74 @@ async def wait_serving(address: str, namespace: str) -> Client:
         if asyncio.get_running_loop().time() > deadline:
             raise RuntimeError(
                 f"the Temporal dev server at {address} is not serving after "
-                f"{SERVING_TIMEOUT:.0f} s: {failure}"
+                f"{SERVING_TIMEOUT:.0f} s: {failure}; the end of {log_file}:\n"
+                f"{log_tail(log_file)}"
             )
         await asyncio.sleep(0.2)
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @contextlib.asynccontextmanager
 async def dev_server(
     *,
     address: str,
-    ui_port: int,
+    ui_port: int | None,
     db_file: Path,
     namespace: str,
     config: DevServerConfig | None = None,
 ) -> AsyncIterator[subprocess.Popen[bytes] | None]:
-    """Start the dev server unless something already listens at `address`."""
+    """Start the dev server unless something already listens at `address`.
+
+    `ui_port` None: any free port, chosen again at each attempt. The server's output goes to
+    `<db_file>.log`. A start is tried `START_ATTEMPTS` times when the process exits before it
+    serves: the ports the server picks for its own services are free when it picks them and
+    may be taken by another program before it binds them."""
     host, port = split_address(address)
     if is_listening(host, port):
         yield None
         return
     db_file.parent.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(  # noqa: ASYNC220 - starts at once; we poll its port
-        [
-            temporal_binary(),
-            "server",
-            "start-dev",
-            "--ip", host if host != "localhost" else "127.0.0.1",
-            "--port", str(port),
-            "--ui-port", str(ui_port),
-            "--db-filename", str(db_file),
-            "--namespace", namespace,
-            *(config or DevServerConfig()).arguments(),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    log_file = db_file.with_suffix(".log")
+    bind_host = host if host != "localhost" else "127.0.0.1"
+    process: subprocess.Popen[bytes] | None = None
     try:
-        for _ in range(300):
-            if process.poll() is not None:
-                raise RuntimeError(f"the Temporal dev server exited with {process.returncode}")
-            if is_listening(host, port):
+        for attempt in range(1, START_ATTEMPTS + 1):
+            with log_file.open("ab") as log:
+                log.write(f"--- start attempt {attempt} at {address}\n".encode())
+                log.flush()
+                process = subprocess.Popen(  # noqa: ASYNC220 - starts at once; we poll it
+                    [
+                        temporal_binary(),
+                        "server",
+                        "start-dev",
+                        "--ip", bind_host,
+                        "--port", str(port),
+                        "--ui-port", str(ui_port or unused_port(bind_host)),
+                        "--db-filename", str(db_file),
+                        "--namespace", namespace,
+                        *(config or DevServerConfig()).arguments(),
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )  # fmt: skip
+            try:
+                client = await wait_serving(address, namespace, process, log_file)
                 break
-            await asyncio.sleep(0.1)
-        else:
-            raise RuntimeError("the Temporal dev server did not start within 30 s")
-        client = await wait_serving(address, namespace)
+            except DevServerExited:
+                if attempt == START_ATTEMPTS:
+                    raise
         # Not `start-dev --search-attribute`: that registers them only in a new data file, and
         # `.perdure/temporal.db` may predate them. This is what `perdure temporal-setup` does.
         await add_search_attributes(client, namespace)
         yield process
     finally:
-        process.terminate()
-        try:
-            await asyncio.to_thread(process.wait, 10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        if process is not None:
+            await asyncio.to_thread(stop_process, process)

@@ -38,7 +38,6 @@ class Cluster:
     def __init__(self, workdir: Path, fake: ProviderEnv, database_url: str) -> None:
         self.workdir = workdir
         self.temporal_address = f"127.0.0.1:{free_port()}"
-        self.temporal_ui_port = free_port()
         self.temporal_db = workdir / "temporal.db"
         self.processes: list[PerdureProcess] = []
         self._client: Client | None = None
@@ -65,7 +64,7 @@ class Cluster:
         whole shutdown timeout trying to reach it."""
         async with dev_server(
             address=self.temporal_address,
-            ui_port=self.temporal_ui_port,
+            ui_port=None,
             db_file=self.temporal_db,
             namespace="default",
         ) as server:

@@ -36,7 +36,6 @@ class TemporalServer:
 
     def __init__(self, directory: Path) -> None:
         self.address = f"127.0.0.1:{free_port()}"
-        self.ui_port = free_port()
         self.db_file = directory / "temporal.db"
         self._running: contextlib.AsyncExitStack | None = None
 
@@ -47,7 +46,7 @@ class TemporalServer:
         await running.enter_async_context(
             dev_server(
                 address=self.address,
-                ui_port=self.ui_port,
+                ui_port=None,
                 db_file=self.db_file,
                 namespace="default",
             )
