@@ -1,5 +1,5 @@
-"""The reconcile activity: repair submissions that no workflow is serving (DESIGN §3), and
-prune closed chunk logs past the retention period."""
+"""The reconcile activity: repair submissions and fibers that no workflow is serving
+(DESIGN §3), and prune closed chunk logs past the retention period."""
 
 import logging
 from datetime import timedelta
@@ -8,6 +8,7 @@ from temporalio import activity
 from temporalio.client import Client
 
 from activities.events import emit
+from activities.fiber_sweep import sweep_fibers
 from activities.finish import TurnFinisher
 from domain.names import RECONCILE_ACTIVITY
 from domain.payloads import FinishTurnInput, ReconcileInput, ReconcileReport
@@ -88,6 +89,13 @@ class ReconcileActivity:
                 action="started" if state == "missing" else "closed",
                 workflowState=state,
             )
+        fibers = await sweep_fibers(
+            self._db,
+            self._client,
+            task_queue=self._task_queue,
+            older_than=request.older_than_seconds,
+        )
+        report.fibers_started, report.fibers_settled = fibers.started, fibers.settled
         report.pruned_logs = await self._prune()
         return report
 

@@ -157,7 +157,7 @@ class FinishTurnInput(BaseModel):
 
 class ReconcileInput(BaseModel):
     older_than_seconds: float = Field(default=60.0, ge=0)
-    """Only submissions at least this old: younger ones may still be starting normally."""
+    """Only submissions and fibers at least this old: younger ones may still be starting."""
 
 
 class ReconcileReport(BaseModel):
@@ -165,6 +165,10 @@ class ReconcileReport(BaseModel):
     """Active submissions that had no workflow (their gateway died before starting it)."""
     closed: list[str] = Field(default_factory=list)
     """Active submissions whose workflow had ended without finishing them (e.g. terminated)."""
+    fibers_started: list[str] = Field(default_factory=list)
+    """Pending fibers that had no workflow (their starter died before starting it)."""
+    fibers_settled: list[str] = Field(default_factory=list)
+    """Unsettled fibers whose workflow had ended or could not be started: now `error`."""
     pruned_logs: int = 0
     """Closed chunk logs whose chunks were deleted after the retention period."""
 

@@ -13,6 +13,7 @@ class FiberRow(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("tenant_id", "idempotency_key", name="uq_fiber_key"),
         Index("ix_fibers_tenant_status", "tenant_id", "status", "created_at"),
+        Index("ix_fibers_status_created", "status", "created_at"),
     )
 
     id: str = Field(primary_key=True, max_length=64)

@@ -154,6 +154,21 @@ async def list_fibers(
         return list(rows.all()), total
 
 
+async def stale_unsettled_fibers(db: Database, *, older_than: float, limit: int) -> list[FiberRow]:
+    """Pending or running fibers created more than `older_than` seconds ago, oldest first."""
+    async with db.read() as session:
+        rows = await session.exec(
+            select(FiberRow)
+            .where(
+                col(FiberRow.status).in_(("pending", "running")),
+                col(FiberRow.created_at) <= now() - older_than,
+            )
+            .order_by(col(FiberRow.created_at), col(FiberRow.id))
+            .limit(limit)
+        )
+        return list(rows.all())
+
+
 async def _locked(session: AsyncSession, fiber_id: str) -> FiberRow | None:
     rows = await session.exec(select(FiberRow).where(FiberRow.id == fiber_id).with_for_update())
     return rows.first()

@@ -97,9 +97,13 @@ async def signal_answered(client: Client, submission_id: str, wait_ids: list[str
 
 
 async def turn_state(client: Client, submission_id: str) -> str:
+    return await workflow_state(client, turn_workflow_id(submission_id))
+
+
+async def workflow_state(client: Client, workflow_id: str) -> str:
     """`missing`, or the workflow's status name (`RUNNING`, `COMPLETED`, `TERMINATED`, …)."""
     try:
-        description = await client.get_workflow_handle(turn_workflow_id(submission_id)).describe()
+        description = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
             return "missing"
