@@ -1,6 +1,7 @@
 """Scheduled prompts in the store, always scoped to their tenant."""
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from sqlalchemy import func
@@ -123,6 +124,45 @@ async def set_paused(
             return None
         row.paused = paused
         row.updated_at = now()
+        session.add(row)
+    return row
+
+
+@dataclass(frozen=True)
+class ScheduleDefinition:
+    """What a schedule sends, where, and when: the part `PATCH /v1/schedules/{id}` changes."""
+
+    agent: str
+    session_id: str
+    prompt: str
+    recurrence: Recurrence
+
+    @classmethod
+    def of(cls, row: PromptScheduleRow) -> "ScheduleDefinition":
+        return cls(row.agent, row.session_id, row.prompt, recurrence_of(row))
+
+
+async def define_schedule(
+    db: Database,
+    *,
+    tenant_id: str,
+    schedule_id: str,
+    definition: ScheduleDefinition,
+    unless_updated_since: float | None = None,
+) -> PromptScheduleRow | None:
+    """Give the schedule `definition`; None when it is gone, or (with `unless_updated_since`)
+    when another change has been written since that time: a restore must not undo it."""
+    async with db.write() as session:
+        row = await session.get(PromptScheduleRow, (tenant_id, schedule_id))
+        if row is None:
+            return None
+        if unless_updated_since is not None and row.updated_at != unless_updated_since:
+            return None
+        row.agent = definition.agent
+        row.session_id = definition.session_id
+        row.prompt = definition.prompt
+        row.spec = definition.recurrence.model_dump(mode="json", exclude_none=True)
+        row.updated_at = max(now(), row.updated_at + 1e-6)  # every change a new version
         session.add(row)
     return row
 

@@ -1,8 +1,9 @@
-"""Scheduled prompts: create, list, read, pause, resume, trigger, backfill, delete.
+"""Scheduled prompts: create, list, read, change, pause, resume, trigger, backfill, delete.
 
 The store says which tenant a schedule belongs to and what it sends; its Temporal Schedule says
 when. Schedules declared on an agent (`Agent.schedules`) are listed here too and may be paused,
-resumed, triggered and backfilled, but not deleted: the code that declares them owns them.
+resumed, triggered and backfilled, but not changed or deleted: the code that declares them
+owns them.
 """
 
 import uuid
@@ -35,6 +36,8 @@ from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
 from runtime.services import Services
 from storage.schedule_tables import PromptScheduleRow
 from storage.schedules import (
+    ScheduleDefinition,
+    define_schedule,
     delete_schedule,
     get_schedule,
     insert_schedule,
@@ -107,23 +110,83 @@ class ScheduleCreate(_Wire):
     @model_validator(mode="after")
     def _recurs(self) -> "ScheduleCreate":
         self.recurrence()
-        if self.timezone is not None:
-            try:
-                ZoneInfo(self.timezone)
-            except (ZoneInfoNotFoundError, ValueError):
-                raise ValueError(
-                    f"unknown time zone {self.timezone!r} (an IANA name such as 'Europe/Paris')"
-                ) from None
+        _check_timezone(self.timezone)
         return self
 
     def recurrence(self) -> Recurrence:
-        try:
-            return Recurrence(
-                cron=self.cron, every_seconds=self.every_seconds, timezone=self.timezone
+        return _recurrence(self.cron, self.every_seconds, self.timezone)
+
+
+class ScheduleChange(_Wire):
+    """Only the fields given change. `cron` or `everySeconds` replaces the recurrence (with
+    `timezone` if given, else UTC); `timezone` alone moves a cron schedule to that zone (null:
+    back to UTC)."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel)
+
+    agent: str | None = Field(default=None, pattern=AGENT_PATTERN)
+    session_id: str | None = Field(default=None, pattern=SESSION_ID_PATTERN)
+    prompt: str | None = Field(
+        default=None, min_length=1, max_length=MAX_PROMPT_CHARS, pattern=r"^[^\x00]*\S[^\x00]*$"
+    )
+    cron: str | None = Field(default=None, max_length=MAX_CRON_CHARS)
+    every_seconds: int | None = Field(default=None, ge=MIN_EVERY_SECONDS, le=MAX_EVERY_SECONDS)
+    timezone: str | None = Field(default=None, max_length=64)
+    paused: bool | None = Field(default=None, description="Refused: pause or resume instead.")
+
+    @model_validator(mode="after")
+    def _meaningful(self) -> "ScheduleChange":
+        given = self.model_fields_set
+        if not given:
+            raise ValueError(
+                "give at least one of agent, sessionId, prompt, cron, everySeconds, timezone"
             )
-        except ValidationError as error:
-            message = error.errors()[0]["msg"].removeprefix("Value error, ")
-            raise ValueError(message.replace("(`every`)", "(`everySeconds`)")) from None
+        if "paused" in given:
+            raise ValueError(
+                "`paused` is not changed here: POST /v1/schedules/{id}/pause or …/resume"
+            )
+        for name in ("agent", "session_id", "prompt"):
+            if name in given and getattr(self, name) is None:
+                raise ValueError(f"`{to_camel(name)}` may not be null")
+        if "cron" in given or "every_seconds" in given:
+            _recurrence(self.cron, self.every_seconds, self.timezone)
+        _check_timezone(self.timezone)
+        return self
+
+    def applied_to(self, current: ScheduleDefinition) -> ScheduleDefinition:
+        """`current` with this change; ValueError when the result does not recur (a time
+        zone for an interval schedule)."""
+        given = self.model_fields_set
+        recurrence = current.recurrence
+        if "cron" in given or "every_seconds" in given:
+            recurrence = _recurrence(self.cron, self.every_seconds, self.timezone)
+        elif "timezone" in given:
+            recurrence = _recurrence(recurrence.cron, recurrence.every_seconds, self.timezone)
+        return ScheduleDefinition(
+            agent=self.agent or current.agent,
+            session_id=self.session_id or current.session_id,
+            prompt=self.prompt or current.prompt,
+            recurrence=recurrence,
+        )
+
+
+def _recurrence(cron: str | None, every_seconds: int | None, timezone: str | None) -> Recurrence:
+    try:
+        return Recurrence(cron=cron, every_seconds=every_seconds, timezone=timezone)
+    except ValidationError as error:
+        message = error.errors()[0]["msg"].removeprefix("Value error, ")
+        raise ValueError(message.replace("(`every`)", "(`everySeconds`)")) from None
+
+
+def _check_timezone(timezone: str | None) -> None:
+    if timezone is None:
+        return
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"unknown time zone {timezone!r} (an IANA name such as 'Europe/Paris')"
+        ) from None
 
 
 class BackfillRequest(_Wire):
@@ -336,6 +399,79 @@ async def read(
         ),
     )
     return _detail(row, task_queue, described)
+
+
+PUSH_ROUNDS = 3
+"""Times a change re-sends the stored definition when another change was written meanwhile:
+the last writer's definition is the one Temporal keeps."""
+
+
+async def _pushed(services: Services, row: PromptScheduleRow) -> None:
+    """Bring the row's Temporal Schedule up to the stored definition (re-created if it was
+    deleted outside Perdure), and again while concurrent changes overtake it."""
+    task_queue = services.settings.task_queue
+    for _ in range(PUSH_ROUNDS):
+        await _temporal(
+            services, ensure_prompt_schedule(services.client, row, task_queue=task_queue)
+        )
+        current = await get_schedule(services.db, tenant_id=row.tenant_id, schedule_id=row.id)
+        if current is None or current.updated_at == row.updated_at:
+            return
+        row = current
+
+
+@router.patch(
+    "/{schedule_id}",
+    summary="Change what a scheduled prompt sends, where, or when",
+    openapi_extra={
+        "requestBody": json_body(ScheduleChange, "The fields to change; the others stay")
+    },
+)
+async def change(
+    request: Request, schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
+) -> SchedulePublic:
+    """Occurrences from now on send the new prompt, to the new session, with the new agent, at
+    the new times; turns already submitted go on as they were. Its paused state, its last
+    occurrence and its id stay. A schedule declared on an agent is refused (409): change its
+    declaration."""
+    body = validated(ScheduleChange, await read_json(request, limit=BODY_LIMIT_BYTES))
+    row = await _owned(services, tenant, schedule_id)
+    if row.source == "declared":
+        raise ApiError(
+            409,
+            "declared_schedule",
+            f"schedule {row.id!r} is declared on agent {row.agent!r}: change it in the "
+            "agent's `schedules` (the workers apply it when they next start)",
+        )
+    before = ScheduleDefinition.of(row)
+    try:
+        after = body.applied_to(before)
+    except ValueError as error:
+        raise ApiError(422, "invalid_request", f"body: {error}") from None
+    if after.agent != before.agent:
+        allowed = (await admission(services, tenant, after.agent)).allowed_agents  # else 403
+        await _checked_agent(services, after.agent, allowed)
+    changed = await define_schedule(
+        services.db, tenant_id=tenant, schedule_id=row.id, definition=after
+    )
+    if changed is None:
+        raise schedule_not_found(schedule_id)
+    try:
+        await _pushed(services, changed)
+    except Exception as error:
+        # Nothing half-changed: the store goes back to what Temporal still fires, unless
+        # another change has been written since.
+        await define_schedule(
+            services.db,
+            tenant_id=tenant,
+            schedule_id=row.id,
+            definition=before,
+            unless_updated_since=changed.updated_at,
+        )
+        if isinstance(error, RPCError) and error.status == RPCStatusCode.INVALID_ARGUMENT:
+            raise ApiError(422, "invalid_schedule", f"Temporal refused it: {error}") from None
+        raise
+    return SchedulePublic.of(changed, services.settings.task_queue)
 
 
 async def _set_paused(

@@ -312,6 +312,188 @@ async def test_an_oversized_body_is_refused(http: httpx.AsyncClient) -> None:
     assert response.status_code == 413
 
 
+# --- changing ---------------------------------------------------------------------------------
+
+
+async def _change(http: httpx.AsyncClient, schedule: str, **change: Any) -> dict[str, Any]:
+    response = await http.patch(f"/v1/schedules/{schedule}", json=change)
+    assert response.status_code == 200, response.text
+    changed: dict[str, Any] = response.json()
+    return changed
+
+
+async def test_a_changed_schedule_sends_its_new_prompt_to_its_new_session_with_its_new_agent(
+    http: httpx.AsyncClient,
+) -> None:
+    schedule, session = _ids()
+    _, elsewhere = _ids()
+    await _create(http, id=schedule, sessionId=session, prompt="Hi", everySeconds=DAILY)
+
+    changed = await _change(
+        http, schedule, prompt="What is 6*7?", sessionId=elsewhere, agent="helper"
+    )
+    await http.post(f"/v1/schedules/{schedule}/trigger")
+    messages = await _answered(http, elsewhere, turns=1)
+
+    assert (changed["prompt"], changed["sessionId"], changed["agent"]) == (
+        "What is 6*7?",
+        elsewhere,
+        "helper",
+    )
+    assert changed["everySeconds"] == DAILY
+    assert messages[0]["parts"] == [{"type": "text", "text": "What is 6*7?"}]
+    assert (await http.get(f"/v1/sessions/{elsewhere}")).json()["agent"] == "helper"
+    assert (await http.get(f"/api/chat/{session}/messages")).status_code == 404
+
+
+async def test_a_new_recurrence_replaces_the_temporal_schedules_and_keeps_it_paused(
+    http: httpx.AsyncClient, stack: Stack
+) -> None:
+    schedule, session = _ids()
+    created = await _create(
+        http, id=schedule, sessionId=session, prompt="Hi", cron="@hourly", paused=True
+    )
+
+    changed = await _change(http, schedule, everySeconds=7200)
+
+    description = await stack.services.client.get_schedule_handle(
+        created["temporalScheduleId"]
+    ).describe()
+    assert (changed["cron"], changed["everySeconds"], changed["paused"]) == (None, 7200, True)
+    assert description.schedule.spec.intervals[0].every == timedelta(hours=2)
+    assert description.schedule.spec.calendars == []
+    assert description.schedule.state.paused is True
+    assert changed["updatedAt"] > created["updatedAt"]
+
+
+async def test_a_time_zone_alone_moves_a_cron_schedule_to_that_zone(
+    http: httpx.AsyncClient,
+) -> None:
+    schedule, session = _ids()
+    await _create(http, id=schedule, sessionId=session, prompt="Hi", cron="30 9 * * *")
+
+    changed = await _change(http, schedule, timezone="Asia/Tokyo")
+    read = (await http.get(f"/v1/schedules/{schedule}")).json()
+
+    assert (changed["cron"], changed["timezone"]) == ("30 9 * * *", "Asia/Tokyo")
+    runs = [datetime.fromisoformat(t) for t in read["nextRunTimes"]]
+    assert runs and all((run.hour, run.minute) == (0, 30) for run in runs)  # 09:30 JST
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({}, "give at least one of"),
+        ({"paused": True}, "/pause"),
+        ({"prompt": None}, "`prompt` may not be null"),
+        ({"prompt": "   "}, "prompt"),
+        ({"cron": "61 * * * *"}, "minute: '61' is not within 0-59"),
+        ({"cron": "@daily", "everySeconds": 3600}, "exactly one of"),
+        ({"timezone": "Mars/Olympus"}, "unknown time zone"),
+        ({"timezone": "UTC"}, "applies to `cron` only"),
+        ({"sessionId": "has space"}, "sessionId"),
+        ({"frequency": "often"}, "frequency"),
+    ],
+    ids=[
+        "nothing",
+        "paused",
+        "null-prompt",
+        "blank-prompt",
+        "out-of-range",
+        "cron-and-interval",
+        "unknown-time-zone",
+        "time-zone-of-an-interval",
+        "bad-session-id",
+        "unknown-field",
+    ],
+)
+async def test_an_invalid_change_is_refused_naming_the_problem_and_changes_nothing(
+    http: httpx.AsyncClient, change: dict[str, Any], problem: str
+) -> None:
+    schedule, session = _ids()
+    created = await _create(http, id=schedule, sessionId=session, prompt="Hi", everySeconds=3600)
+
+    response = await http.patch(f"/v1/schedules/{schedule}", json=change)
+
+    assert response.status_code == 422, response.text
+    assert problem in response.json()["error"]["message"]
+    assert (await http.get(f"/v1/schedules/{schedule}")).json()["updatedAt"] == created["updatedAt"]
+
+
+async def test_a_change_to_an_agent_no_worker_serves_is_refused(http: httpx.AsyncClient) -> None:
+    schedule, session = _ids()
+    await _create(http, id=schedule, sessionId=session, prompt="Hi", cron="@daily")
+
+    response = await http.patch(f"/v1/schedules/{schedule}", json={"agent": "nobody"})
+
+    assert response.status_code == 422
+    assert response.json()["error"]["code"] == "unknown_agent"
+    assert (await http.get(f"/v1/schedules/{schedule}")).json()["agent"] == "default"
+
+
+async def test_a_change_to_an_agent_the_tenant_may_not_use_is_forbidden(
+    http: httpx.AsyncClient, stack: Stack
+) -> None:
+    schedule, session = _ids()
+    await _create(http, id=schedule, sessionId=session, prompt="Hi", cron="@daily")
+    await set_policy(stack.services.db, "default", allowed_agents=["default"])
+    try:
+        response = await http.patch(f"/v1/schedules/{schedule}", json={"agent": "helper"})
+        prompt_only = await http.patch(f"/v1/schedules/{schedule}", json={"prompt": "Hello"})
+    finally:
+        await set_policy(stack.services.db, "default", allowed_agents=None)
+
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "agent_not_allowed"
+    assert prompt_only.status_code == 200
+    assert (await http.get(f"/v1/schedules/{schedule}")).json()["agent"] == "default"
+
+
+async def test_a_change_recreates_a_temporal_schedule_deleted_by_hand(
+    http: httpx.AsyncClient, stack: Stack
+) -> None:
+    schedule, session = _ids()
+    created = await _create(http, id=schedule, sessionId=session, prompt="Hi", cron="@hourly")
+    handle = stack.services.client.get_schedule_handle(created["temporalScheduleId"])
+    await handle.delete()
+
+    await _change(http, schedule, cron="@daily")
+
+    described = await handle.describe()
+    runs = described.info.next_action_times
+    assert runs and all((run.hour, run.minute) == (0, 0) for run in runs)
+    assert runs[1] - runs[0] == timedelta(days=1)
+
+
+async def test_concurrent_changes_leave_temporal_with_the_stored_definition(
+    http: httpx.AsyncClient, stack: Stack
+) -> None:
+    schedule, session = _ids()
+    created = await _create(http, id=schedule, sessionId=session, prompt="Hi", everySeconds=3600)
+
+    responses = await asyncio.gather(
+        *(
+            http.patch(f"/v1/schedules/{schedule}", json={"everySeconds": 3600 * hours})
+            for hours in range(2, 8)
+        )
+    )
+
+    assert [r.status_code for r in responses] == [200] * 6
+    stored = (await http.get(f"/v1/schedules/{schedule}")).json()["everySeconds"]
+    description = await stack.services.client.get_schedule_handle(
+        created["temporalScheduleId"]
+    ).describe()
+    assert description.schedule.spec.intervals[0].every == timedelta(seconds=stored)
+
+
+async def test_a_declared_schedule_cannot_be_changed_over_http(http: httpx.AsyncClient) -> None:
+    response = await http.patch(f"/v1/schedules/{DECLARED.id}", json={"prompt": "Changed"})
+
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "declared_schedule"
+    assert (await http.get(f"/v1/schedules/{DECLARED.id}")).json()["prompt"] == DECLARED.prompt
+
+
 # --- firing -----------------------------------------------------------------------------------
 
 
@@ -627,10 +809,11 @@ async def test_an_unknown_schedule_is_a_404_for_every_action(http: httpx.AsyncCl
         await http.post(f"/v1/schedules/{schedule}/resume"),
         await http.post(f"/v1/schedules/{schedule}/trigger"),
         await http.post(f"/v1/schedules/{schedule}/backfill", json=period),
+        await http.patch(f"/v1/schedules/{schedule}", json={"prompt": "Hello"}),
         await http.delete(f"/v1/schedules/{schedule}"),
     ]
 
-    assert [r.status_code for r in responses] == [404] * 6
+    assert [r.status_code for r in responses] == [404] * 7
     assert {r.json()["error"]["code"] for r in responses} == {"schedule_not_found"}
 
 
@@ -663,13 +846,15 @@ async def test_a_tenant_cannot_see_or_change_another_tenants_schedule(
         await beta.get(f"/v1/schedules/{schedule}"),
         await beta.post(f"/v1/schedules/{schedule}/pause"),
         await beta.post(f"/v1/schedules/{schedule}/trigger"),
+        await beta.patch(f"/v1/schedules/{schedule}", json={"prompt": "Mine now"}),
         await beta.delete(f"/v1/schedules/{schedule}"),
     ]
     listed = (await beta.get("/v1/schedules", params={"limit": 200})).json()
 
-    assert [r.status_code for r in attempts] == [404] * 4
+    assert [r.status_code for r in attempts] == [404] * 5
     assert schedule not in [s["id"] for s in listed["data"]]
     assert (await alpha.get(f"/v1/schedules/{schedule}")).json()["paused"] is False
+    assert (await alpha.get(f"/v1/schedules/{schedule}")).json()["prompt"] == "Hi"
 
 
 async def test_two_tenants_may_use_the_same_schedule_id(
