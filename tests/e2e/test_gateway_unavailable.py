@@ -21,6 +21,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from gateway.app import create_app
 from runtime.temporal_dev import dev_server
 from storage.db import Database
+from storage.schedules import get_schedule
 from storage.tables import Message, Submission
 from tests.databases import database_url
 from tests.e2e.chat_client import chat_body, counting, key_of, read_stream, send, user_message
@@ -149,6 +150,32 @@ async def test_temporal_unreachable_at_send_is_a_quick_503_that_stores_nothing(
         assert answered.types()[-1] == "finish"
         assert answered_in < 10, f"answered {answered_in:.1f} s after Temporal was back"
         print(f"503 after {waited:.2f} s; answered {answered_in:.2f} s after Temporal was back")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_temporal_unreachable_at_a_schedule_change_is_a_503_that_changes_nothing(
+    backend: str, provider_env: None, tmp_path: Path
+) -> None:
+    async with (
+        stack_on_own_temporal(backend, tmp_path) as (stack, temporal),
+        httpx.AsyncClient(base_url=stack.url, timeout=60) as http,
+    ):
+        body = {"id": "daily", "sessionId": "digest", "prompt": "Hi", "cron": "@daily"}
+        assert (await http.post("/v1/schedules", json=body)).status_code == 201
+        before = await get_schedule(stack.services.db, tenant_id="default", schedule_id="daily")
+        await temporal.stop()
+
+        refused = await http.patch("/v1/schedules/daily", json={"prompt": "Bye", "cron": "@hourly"})
+
+        assert_unavailable(refused, "temporal_unavailable")
+        after = await get_schedule(stack.services.db, tenant_id="default", schedule_id="daily")
+        assert before is not None and after is not None
+        assert (after.prompt, after.spec) == (before.prompt, before.spec)
+
+        await temporal.start()
+        changed = await http.patch("/v1/schedules/daily", json={"prompt": "Bye"})
+        assert changed.status_code == 200
+        assert changed.json()["prompt"] == "Bye"
 
 
 class TcpProxy:
