@@ -1,5 +1,6 @@
 """`perdure chat`: talk to an agent through the gateway, at a prompt or once from a script."""
 
+import os
 import sys
 import uuid
 from collections.abc import Callable
@@ -96,7 +97,7 @@ def _show_history(console: Console, gateway: Gateway, chat: Chat) -> bool:
 def interactive(gateway: Gateway, options: ChatOptions) -> int:
     console = Console(highlight=False)
     chat = open_chat(gateway, options)
-    line_editing.enable()
+    line_editing.enable(line_editing.history_file(os.environ))
 
     def follower() -> TurnFollower:
         return TurnFollower(gateway, chat.chat_id, LiveView(console), ask=ask_at(console))
@@ -119,6 +120,7 @@ def interactive(gateway: Gateway, options: ChatOptions) -> int:
             return 0
         if not text.strip():
             continue
+        line_editing.remember_last_line()
         sending = follower()
         if not _take_turn(console, sending, partial(sending.send, text, agent=agent)):
             return 0

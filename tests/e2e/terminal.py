@@ -25,17 +25,18 @@ def client_env() -> dict[str, str]:
     """This environment, without a gateway address or key that would override the test's."""
     env = {k: v for k, v in os.environ.items() if k not in ("PERDURE_URL", "PERDURE_API_KEY")}
     env["TERM"] = "xterm-256color"
+    env["PERDURE_CHAT_HISTORY"] = ""  # never the tester's own file; a test names its own
     return env
 
 
 class Terminal:
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self._child = pexpect.spawn(
             PERDURE,
             list(args),
             dimensions=(50, 120),
             encoding="utf-8",
-            env=client_env(),
+            env={**client_env(), **(env or {})},
             timeout=TIMEOUT,
         )
         self._raw = ""

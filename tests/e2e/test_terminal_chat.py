@@ -4,8 +4,10 @@ run as a person runs it (a pseudo-terminal) or as a script does (no terminal).""
 import asyncio
 import contextlib
 import dataclasses
+import stat
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -32,8 +34,8 @@ def new_chat() -> str:
 
 
 @contextlib.asynccontextmanager
-async def terminal(*args: str) -> AsyncIterator[Terminal]:
-    shell = Terminal(*args)
+async def terminal(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[Terminal]:
+    shell = Terminal(*args, env=env)
     try:
         yield shell
     finally:
@@ -41,9 +43,11 @@ async def terminal(*args: str) -> AsyncIterator[Terminal]:
 
 
 @contextlib.asynccontextmanager
-async def chatting(stack: Stack, *args: str) -> AsyncIterator[Terminal]:
+async def chatting(
+    stack: Stack, *args: str, env: dict[str, str] | None = None
+) -> AsyncIterator[Terminal]:
     """`perdure chat` against the stack, at its first prompt."""
-    async with terminal("chat", "--url", stack.url, *args) as shell:
+    async with terminal("chat", "--url", stack.url, *args, env=env) as shell:
         await shell.prompt()
         yield shell
 
@@ -188,6 +192,51 @@ async def test_an_answer_to_an_approval_question_is_not_recalled_by_up(stack: St
         await shell.prompt()
 
     assert tool_runs.count(f"delete_file:notes/{path}.txt") == 1
+
+
+async def test_up_recalls_a_message_sent_in_an_earlier_run(stack: Stack, tmp_path: Path) -> None:
+    history = {"PERDURE_CHAT_HISTORY": str(tmp_path / "state" / "chat_history")}
+    async with chatting(stack, env=history) as shell:
+        await shell.type("@count 3")
+        await shell.prompt()
+        await shell.end_of_input()
+        assert await shell.exit_status() == 0
+
+    async with chatting(stack, env=history) as shell:
+        await shell.keys(UP)
+        await shell.type("")
+        again = await shell.prompt()
+
+    assert "@count 3" in again and counting(3) in again
+
+
+async def test_the_kept_history_holds_only_messages_and_only_its_owner_reads_it(
+    stack: Stack, tmp_path: Path
+) -> None:
+    kept = tmp_path / "state" / "chat_history"
+    path = uuid.uuid4().hex[:8]
+    async with chatting(
+        stack, "--agent", "approvals", env={"PERDURE_CHAT_HISTORY": str(kept)}
+    ) as shell:
+        await shell.type(DELETE % path)
+        await shell.expect("allow it? [y/n]")
+        await shell.type("n")
+        await shell.expect("reason (optional):")
+        await shell.type("not now")
+        await shell.prompt()
+
+    assert kept.read_text().splitlines() == [DELETE % path]
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    assert stat.S_IMODE(kept.parent.stat().st_mode) == 0o700
+
+
+async def test_an_empty_history_setting_keeps_nothing(stack: Stack, tmp_path: Path) -> None:
+    unset = {"PERDURE_CHAT_HISTORY": "", "HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path)}
+    async with chatting(stack, env=unset) as shell:
+        await shell.type("@count 2")
+        await shell.prompt()
+
+    assert list(tmp_path.rglob("*")) == []
 
 
 async def test_a_second_ctrl_c_during_an_answer_leaves(stack: Stack) -> None:
