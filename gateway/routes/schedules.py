@@ -298,6 +298,16 @@ async def _owned(services: Services, tenant: str, schedule_id: str) -> PromptSch
     return row
 
 
+def _refuse_declared(row: PromptScheduleRow, instead: str) -> None:
+    """A declared schedule belongs to the code that declares it (409)."""
+    if row.source == "declared":
+        raise ApiError(
+            409,
+            "declared_schedule",
+            f"schedule {row.id!r} is declared on agent {row.agent!r}: {instead}",
+        )
+
+
 async def _checked_agent(services: Services, agent: str, allowed: frozenset[str] | None) -> None:
     """The gateway never imports agent code: the workers record what they serve. The refusal
     names only agents the tenant may use (`allowed`; None: every agent)."""
@@ -436,13 +446,9 @@ async def change(
     declaration."""
     body = validated(ScheduleChange, await read_json(request, limit=BODY_LIMIT_BYTES))
     row = await _owned(services, tenant, schedule_id)
-    if row.source == "declared":
-        raise ApiError(
-            409,
-            "declared_schedule",
-            f"schedule {row.id!r} is declared on agent {row.agent!r}: change it in the "
-            "agent's `schedules` (the workers apply it when they next start)",
-        )
+    _refuse_declared(
+        row, "change it in the agent's `schedules` (the workers apply it when they next start)"
+    )
     before = ScheduleDefinition.of(row)
     try:
         after = body.applied_to(before)
@@ -581,13 +587,7 @@ async def delete(schedule_id: ScheduleIdPath, services: ServicesDep, tenant: Ten
     """Turns it already submitted go on. A schedule declared on an agent is refused (409):
     remove it from the agent's `schedules` and the workers delete it when they next start."""
     row = await _owned(services, tenant, schedule_id)
-    if row.source == "declared":
-        raise ApiError(
-            409,
-            "declared_schedule",
-            f"schedule {row.id!r} is declared on agent {row.agent!r}: remove it from the "
-            "agent's `schedules` (pause it to stop it meanwhile)",
-        )
+    _refuse_declared(row, "remove it from the agent's `schedules` (pause it to stop it meanwhile)")
     await _temporal(
         services,
         delete_prompt_schedule(
