@@ -14,7 +14,6 @@ from activities._support import (
     current_writer,
     heartbeating,
     required_hook_failure,
-    resolve_agent,
     run_hook,
     superseded,
 )
@@ -38,7 +37,7 @@ from domain.step_chunks import StepChunker
 from domain.turn_chunks import REGENERATE_NOTICE, close_open_text, pending_tool_calls, start_chunk
 from domain.ui import Chunk, UIMessage
 from perdure.agent import Agent, TurnContext
-from perdure.agents_registry import AgentRegistry
+from perdure.agents_registry import AgentRegistry, UnknownAgent
 from perdure.recovery import bind_stash, unbind_stash
 from perdure.tools import ClientTool, ToolContext, ToolDefinition
 from storage.bus import ChunkBus
@@ -47,6 +46,7 @@ from storage.db import Database
 from storage.step_inputs import StepInputs, read_step_inputs
 from storage.submissions import save_stash
 from storage.tables import Submission
+from storage.tenant_policies import agent_admission
 from storage.tool_waits import new_approval_id
 from telemetry import genai_spans, metrics
 from telemetry.log_context import bind_ids
@@ -80,7 +80,6 @@ class ModelStepActivity:
     async def model_step(self, step: ModelStepInput) -> ModelStepResult:
         # From the first line: a slow store or a slow hook must never look like a dead worker.
         async with heartbeating():
-            agent = resolve_agent(self._agents, step.agent)
             writer = current_writer()
             inputs = await read_step_inputs(
                 self._db,
@@ -97,6 +96,7 @@ class ModelStepActivity:
                 )
             submission = inputs.submission
             bind_ids(tenant_id=submission.tenant_id)
+            agent = await self._agent(step.agent, submission.tenant_id)
             token = bind_stash(stash_writer(self._db, submission.id))
             try:
                 # Fence off earlier attempts before reading the log they may still write to
@@ -116,6 +116,21 @@ class ModelStepActivity:
                 raise superseded(error) from error
             finally:
                 unbind_stash(token)
+
+    async def _agent(self, name: str, tenant_id: str) -> Agent:
+        """The turn's agent; an unknown one ends the turn naming only the served agents its
+        tenant may use (the gateway admitted the name: it is allowed, but nobody serves it)."""
+        try:
+            return self._agents.resolve(name)
+        except UnknownAgent:
+            allowed = (await agent_admission(self._db, tenant_id)).allowed_agents
+            usable = sorted(n for n in self._agents.names() if allowed is None or n in allowed)
+            raise ApplicationError(
+                f"unknown agent {name!r}; this worker serves: "
+                f"{', '.join(usable) or 'none this tenant may use'}",
+                type="UnknownAgent",
+                non_retryable=True,
+            ) from None
 
     async def _run(
         self, agent: Agent, step: ModelStepInput, inputs: StepInputs, writer: ChunkWriter

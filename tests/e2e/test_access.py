@@ -23,7 +23,7 @@ from runtime.settings import ApiKeys
 from storage.access_tables import RateBucketRow
 from storage.api_keys import create_key, revoke_key
 from storage.tenant_policies import set_policy
-from tests.e2e.chat_client import chat_body, user_message
+from tests.e2e.chat_client import chat_body, send, user_message
 from tests.processes import PERDURE
 from tests.stack import Stack, delete_stored_keys
 
@@ -219,6 +219,21 @@ async def test_a_schedule_for_an_allowed_agent_no_worker_serves_names_only_allow
     error = schedule.json()["error"]
     assert error["code"] == "unknown_agent"
     assert error["message"] == "unknown agent 'ghost'; the workers serve: responses"
+
+
+async def test_a_chat_with_an_allowed_agent_no_worker_serves_names_only_allowed_agents(
+    stack: Stack, gateway: Gateway
+) -> None:
+    tenant = unique("narrow")
+    await set_policy(stack.services.db, tenant, allowed_agents=["ghost", "responses"])
+    keys = ApiKeys.parse(f"narrow-chat-key:{tenant}")
+    async with gateway("narrow-chat-key", api_keys=keys) as client:
+        streamed = await send(client, unique("chat"), "@count 2", agent="ghost")
+
+    assert streamed.types()[-1] == "error"
+    assert streamed.chunks[-1]["errorText"].endswith(
+        "unknown agent 'ghost'; this worker serves: responses"
+    )
 
 
 @pytest.mark.store_agnostic
