@@ -163,7 +163,8 @@ async def dev_server(
     process: subprocess.Popen[bytes] | None = None
     try:
         for attempt in range(1, START_ATTEMPTS + 1):
-            with log_file.open("ab") as log:
+            # Each start begins the log anew (it would grow run after run); its attempts add.
+            with log_file.open("wb" if attempt == 1 else "ab") as log:
                 log.write(f"--- start attempt {attempt} at {address}\n".encode())
                 log.flush()
                 process = subprocess.Popen(  # noqa: ASYNC220 - starts at once; we poll it
