@@ -334,8 +334,8 @@ async def _temporal(services: Services, call: Awaitable[T]) -> T:
                 409,
                 "schedule_missing_in_temporal",
                 "the schedule's Temporal Schedule no longer exists (deleted outside Perdure); "
-                "delete and create the schedule again (a declared one is re-created when a "
-                "worker starts)",
+                "any change (PATCH) re-creates it, as deleting and creating the schedule again "
+                "does (a declared one is re-created when a worker starts)",
             ) from None
         raise
 
