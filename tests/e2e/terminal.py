@@ -5,6 +5,7 @@ in a thread (`asyncio.to_thread`): the gateway keeps answering while a test wait
 """
 
 import asyncio
+import contextlib
 import os
 import re
 import sys
@@ -19,6 +20,7 @@ ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\r")
 TIMEOUT = 30.0
 UP = "\x1b[A"
 """The Up arrow, as an xterm sends it."""
+EOF_EVERY_SECONDS = 1.0
 
 
 def client_env() -> dict[str, str]:
@@ -92,15 +94,25 @@ class Terminal:
         """Ctrl-C, as the terminal sends it (SIGINT to the foreground process)."""
         await asyncio.to_thread(self._child.sendintr)
 
-    async def end_of_input(self) -> None:
-        """Ctrl-D."""
-        await asyncio.to_thread(self._child.sendeof)
+    async def leave_with_ctrl_d(self, timeout: float = TIMEOUT) -> int:
+        """Ctrl-D at the prompt, again each second until the process exits; its exit status.
 
-    def _exit_status(self, timeout: float) -> int:
+        The prompt is drawn before `input()` hands the terminal to readline. A Ctrl-D that
+        arrives in between is the line discipline's end-of-file mark, which readline's switch
+        to its own mode drops (typed characters stay queued; that mark does not). A person is
+        never that fast; the test is."""
+        return await asyncio.to_thread(self._exit_status, timeout, EOF_EVERY_SECONDS)
+
+    def _exit_status(self, timeout: float, eof_every: float | None = None) -> int:
         deadline = time.monotonic() + timeout
+        next_eof = time.monotonic()
         while self._child.isalive():
             if time.monotonic() > deadline:
                 raise AssertionError(f"still running after {timeout} s; shown:\n{self.shown}")
+            if eof_every is not None and time.monotonic() >= next_eof:
+                with contextlib.suppress(OSError):  # it exited meanwhile
+                    self._child.sendeof()
+                next_eof = time.monotonic() + eof_every
             try:
                 self._raw += self._child.read_nonblocking(65536, timeout=0.1)
             except (pexpect.TIMEOUT, pexpect.EOF):

@@ -85,8 +85,7 @@ async def test_a_message_streams_its_answer_in_a_new_chat(
         greeting = await shell.prompt()
         await shell.type("@count 5 @delay 20")
         answer = await shell.prompt()
-        await shell.end_of_input()
-        status = await shell.exit_status()
+        status = await shell.leave_with_ctrl_d()
 
     chat_id = greeting.split("new chat ", 1)[1].split()[0]
     assert counting(5) in answer
@@ -199,8 +198,7 @@ async def test_up_recalls_a_message_sent_in_an_earlier_run(stack: Stack, tmp_pat
     async with chatting(stack, env=history) as shell:
         await shell.type("@count 3")
         await shell.prompt()
-        await shell.end_of_input()
-        assert await shell.exit_status() == 0
+        assert await shell.leave_with_ctrl_d() == 0
 
     async with chatting(stack, env=history) as shell:
         await shell.keys(UP)
