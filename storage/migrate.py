@@ -7,7 +7,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, create_engine, text
+from sqlalchemy import Connection, Engine, create_engine, text
 
 from storage.urls import is_sqlite, sync_url
 
@@ -38,14 +38,26 @@ def _upgrade(connection: Connection, to: str) -> None:
     command.upgrade(config, to)
 
 
+def _write_ahead_log(engine: Engine) -> None:
+    """Put the file in WAL mode once, here, under the migration lock. Every connection asks
+    for WAL too (storage/db.py), but the first switch of a file takes an exclusive lock, and
+    two connections switching at once deadlock: SQLite fails one at once with "database is
+    locked", whatever its busy timeout. Asking a file already in WAL mode is harmless."""
+    with engine.connect() as connection:
+        connection.exec_driver_sql("PRAGMA journal_mode=WAL")
+        connection.commit()
+
+
 def migrate(url: str, *, to: str = "heads") -> None:
     """`to`: "heads" (features may add migrations on parallel branches of the revision graph),
     or a revision, for a test that starts from an older schema."""
     engine = create_engine(sync_url(url))
     try:
         if is_sqlite(url):
-            with _sqlite_file_lock(url), engine.begin() as connection:
-                _upgrade(connection, to)
+            with _sqlite_file_lock(url):
+                _write_ahead_log(engine)
+                with engine.begin() as connection:
+                    _upgrade(connection, to)
         else:
             with engine.connect() as connection:
                 connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _PG_LOCK_KEY})

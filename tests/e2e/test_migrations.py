@@ -1,6 +1,7 @@
 """Migrations over a store that holds data, on SQLite and PostgreSQL."""
 
 import asyncio
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,3 +122,33 @@ async def test_a_session_stored_before_tenant_chat_ids_keeps_working(url: str) -
     assert theirs.created and theirs.submission.session_id == session_key("beta", "legacy")
     assert beta_row is not None and beta_row.chat_id == "legacy"
     assert listed == [["legacy"], ["legacy"]]
+
+
+def test_a_migrated_sqlite_file_is_in_wal_mode(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'perdure.db'}"
+
+    migrate(url)
+
+    with sqlite3.connect(tmp_path / "perdure.db") as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+async def test_connections_opening_a_freshly_migrated_sqlite_file_at_once_all_succeed(
+    tmp_path: Path,
+) -> None:
+    """A file still in rollback mode fails about one such burst in five with "database is
+    locked": two connections switching it to WAL at once deadlock."""
+    for burst in range(20):
+        url = f"sqlite:///{tmp_path / f'perdure-{burst}.db'}"
+        migrate(url)
+        databases = [Database(url) for _ in range(6)]
+        try:
+
+            async def count_sessions(db: Database) -> int:
+                async with db.read() as session:
+                    return len((await session.exec(sa.select(ChatSession.id))).all())
+
+            counts = await asyncio.gather(*(count_sessions(db) for db in databases))
+        finally:
+            await asyncio.gather(*(db.close() for db in databases))
+        assert counts == [0] * 6
