@@ -47,7 +47,9 @@ async def test_a_turn_whose_gateway_died_before_starting_it_is_started(
     report = await reconcile_now(stack)
 
     assert recorded.submission.id in report.started
-    streamed = await read_stream(http, "GET", f"/api/chat/{session}/stream")
+    await wait_idle(http, session)
+    # The whole answer from its first event (`after=-1`), though the turn has ended.
+    streamed = await read_stream(http, "GET", f"/api/chat/{session}/stream?after=-1")
     assert streamed.text() == counting(12)
     events = (await http.get(f"/v1/sessions/{session}/events")).json()
     assert [e["data"]["action"] for e in events if e["type"] == "submission.reconciled"] == [
