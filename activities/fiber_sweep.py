@@ -4,10 +4,12 @@ workflow; and a workflow that ends without settling its fiber (terminated by an 
 out of its execution time) leaves it `pending` or `running`. Either would show a fiber that
 never ends."""
 
+import logging
 from dataclasses import dataclass, field
 
 from temporalio.client import Client
 
+from domain.fiber_payloads import FiberKind
 from domain.names import fiber_workflow_id
 from storage.db import Database
 from storage.fiber_tables import FiberRow
@@ -17,6 +19,8 @@ from turn_control.fibers import start_fiber_workflow
 
 SWEEP_BATCH = 200
 """Fibers looked at per run at most, oldest first: the rest wait for the next run."""
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -34,26 +38,43 @@ async def sweep_fibers(
         return sweep
     kinds = {(kind.agent, kind.name): kind for kind in await fiber_kinds(db, task_queue=task_queue)}
     for fiber in fibers:
-        state = await workflow_state(client, fiber_workflow_id(fiber.id))
-        if state == "RUNNING":
-            continue
-        kind = kinds.get((fiber.agent, fiber.name))
-        if state == "missing" and fiber.status == "pending" and kind is not None:
-            await start_fiber_workflow(
-                client, fiber_id=fiber.id, kind=kind, task_queue=task_queue, eager=False
-            )
-            sweep.started.append(fiber.id)
-            continue
-        settled = await settle_fiber(
-            db,
-            fiber_id=fiber.id,
-            status="error",
-            error=_why_unserved(fiber, state, served=kind is not None),
-            event={"reason": "reconciled", "workflowState": state},
-        )
-        if settled is not None and settled.status == "error":
-            sweep.settled.append(fiber.id)
+        try:
+            await _repair(db, client, fiber, kinds, task_queue=task_queue, sweep=sweep)
+        except Exception:
+            # One fiber that cannot be repaired now must not keep the others (and the rest of
+            # the reconcile run) from theirs: the next run tries it again.
+            log.exception("fiber %s could not be reconciled; the next run tries again", fiber.id)
     return sweep
+
+
+async def _repair(
+    db: Database,
+    client: Client,
+    fiber: FiberRow,
+    kinds: dict[tuple[str, str], FiberKind],
+    *,
+    task_queue: str,
+    sweep: FiberSweep,
+) -> None:
+    state = await workflow_state(client, fiber_workflow_id(fiber.id))
+    if state == "RUNNING":
+        return
+    kind = kinds.get((fiber.agent, fiber.name))
+    if state == "missing" and fiber.status == "pending" and kind is not None:
+        await start_fiber_workflow(
+            client, fiber_id=fiber.id, kind=kind, task_queue=task_queue, eager=False
+        )
+        sweep.started.append(fiber.id)
+        return
+    settled = await settle_fiber(
+        db,
+        fiber_id=fiber.id,
+        status="error",
+        error=_why_unserved(fiber, state, served=kind is not None),
+        event={"reason": "reconciled", "workflowState": state},
+    )
+    if settled is not None and settled.status == "error":
+        sweep.settled.append(fiber.id)
 
 
 def _why_unserved(fiber: FiberRow, state: str, *, served: bool) -> str:

@@ -3,9 +3,14 @@ forever: one whose starter died before starting its workflow is started, and one
 workflow ended without settling it, or whose kind nobody serves any more, ends in `error`."""
 
 import uuid
+from typing import Any
 
 import httpx
+import pytest
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
+from activities import fiber_sweep
 from domain.fiber_payloads import FiberInput, FiberKind
 from domain.names import FIBER_WORKFLOW, fiber_workflow_id
 from storage.fibers import fiber_kinds, record_fiber
@@ -95,3 +100,27 @@ async def test_a_fiber_its_workflow_is_running_is_left_alone(
     assert fiber_id not in report.fibers_started + report.fibers_settled
     assert (await http.post(f"/v1/fibers/{fiber_id}/cancel")).status_code == 202
     assert (await ended(http, fiber_id))["status"] == "cancelled"
+
+
+async def test_a_fiber_that_cannot_be_repaired_now_does_not_hold_up_the_others(
+    stack: Stack, http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kind = await served_kind(stack, "count")
+    stuck = await orphan(stack, kind, {"to": 3})  # the older: looked at first
+    other = await orphan(stack, kind, {"to": 4})
+    real_start = fiber_sweep.start_fiber_workflow
+
+    async def failing_for_stuck(client: Client, *, fiber_id: str, **options: Any) -> None:
+        if fiber_id == stuck:
+            raise RPCError("the frontend is overloaded", RPCStatusCode.RESOURCE_EXHAUSTED, b"")
+        await real_start(client, fiber_id=fiber_id, **options)
+
+    monkeypatch.setattr(fiber_sweep, "start_fiber_workflow", failing_for_stuck)
+    first = await reconcile_now(stack)
+    monkeypatch.undo()
+    second = await reconcile_now(stack)
+
+    assert other in first.fibers_started and stuck not in first.fibers_started
+    assert stuck in second.fibers_started
+    assert (await ended(http, other))["result"] == {"n": 4, "total": 10}
+    assert (await ended(http, stuck))["result"] == {"n": 3, "total": 6}
