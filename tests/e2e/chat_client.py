@@ -74,6 +74,8 @@ async def read_stream(
             await source.response.aread()
             return streamed
         async for event in source.aiter_sse():
+            if not event.data:
+                continue  # a keep-alive comment, which httpx-sse reports as an empty event
             if event.data == "[DONE]":
                 streamed.done = True
                 break

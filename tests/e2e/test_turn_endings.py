@@ -29,6 +29,8 @@ async def stop_at_first_tool_call(http: httpx.AsyncClient, session: str, agent: 
     chunks: list[dict] = []
     async with aconnect_sse(http, "POST", "/api/chat", json=body) as source:
         async for event in source.aiter_sse():
+            if not event.data:
+                continue  # a keep-alive comment (see chat_client.read_stream)
             if event.data == "[DONE]":
                 break
             chunk = json.loads(event.data)
