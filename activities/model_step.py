@@ -123,8 +123,7 @@ class ModelStepActivity:
         try:
             return self._agents.resolve(name)
         except UnknownAgent:
-            allowed = (await agent_admission(self._db, tenant_id)).allowed_agents
-            usable = sorted(n for n in self._agents.names() if allowed is None or n in allowed)
+            usable = (await agent_admission(self._db, tenant_id)).usable(self._agents.names())
             raise ApplicationError(
                 f"unknown agent {name!r}; this worker serves: "
                 f"{', '.join(usable) or 'none this tenant may use'}",

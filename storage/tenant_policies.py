@@ -1,6 +1,7 @@
 """Tenant policies: which agents a tenant may use and its own rate limit (`perdure tenants`),
 and the check of a new submission against them (`Admission`, run in its transaction)."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlmodel import col, select
@@ -29,6 +30,10 @@ class Admission:
     """None: every agent."""
     rate: Rate | None = None
     """None: no limit."""
+
+    def usable(self, agents: Iterable[str]) -> list[str]:
+        """Those of `agents` the tenant may use, sorted: what a refusal may name to it."""
+        return sorted(a for a in agents if self.allowed_agents is None or a in self.allowed_agents)
 
     def check_agent(self, agent: str) -> None:
         if self.allowed_agents is not None and agent not in self.allowed_agents:

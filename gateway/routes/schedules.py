@@ -47,6 +47,7 @@ from storage.schedules import (
     served_agents,
     set_paused,
 )
+from storage.tenant_policies import Admission
 from turn_control.prompt_schedules import (
     backfill_prompt_schedule,
     delete_prompt_schedule,
@@ -308,14 +309,13 @@ def _refuse_declared(row: PromptScheduleRow, instead: str) -> None:
         )
 
 
-async def _checked_agent(services: Services, agent: str, allowed: frozenset[str] | None) -> None:
+async def _checked_agent(services: Services, agent: str, admitted: Admission) -> None:
     """The gateway never imports agent code: the workers record what they serve. The refusal
-    names only agents the tenant may use (`allowed`; None: every agent)."""
+    names only agents the tenant may use."""
     served = await served_agents(services.db, task_queue=services.settings.task_queue)
     if agent in served or (agent == "default" and served):
         return  # `default` is the first agent when none is named so (as for chats)
-    usable = served if allowed is None else [name for name in served if name in allowed]
-    known = ", ".join(sorted(usable)) or (
+    known = ", ".join(admitted.usable(served)) or (
         "none this tenant may use"
         if served
         else "none yet (no worker has started on this task queue)"
@@ -354,8 +354,8 @@ async def create(request: Request, services: ServicesDep, tenant: TenantDep) -> 
     A schedule id already taken is a 409; an agent no worker serves a 422."""
     body = validated(ScheduleCreate, await read_json(request, limit=BODY_LIMIT_BYTES))
     agent = body.agent or services.settings.default_agent
-    allowed = (await admission(services, tenant, agent)).allowed_agents  # else 403
-    await _checked_agent(services, agent, allowed)
+    admitted = await admission(services, tenant, agent)  # else 403
+    await _checked_agent(services, agent, admitted)
     row = new_row(
         tenant_id=tenant,
         schedule_id=body.id or f"sch-{uuid.uuid4().hex[:16]}",
@@ -455,8 +455,8 @@ async def change(
     except ValueError as error:
         raise ApiError(422, "invalid_request", f"body: {error}") from None
     if after.agent != before.agent:
-        allowed = (await admission(services, tenant, after.agent)).allowed_agents  # else 403
-        await _checked_agent(services, after.agent, allowed)
+        admitted = await admission(services, tenant, after.agent)  # else 403
+        await _checked_agent(services, after.agent, admitted)
     changed = await define_schedule(
         services.db, tenant_id=tenant, schedule_id=row.id, definition=after
     )
