@@ -9,10 +9,11 @@ from typing import TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from domain.names import HOOK_TIMED_OUT, SUPERSEDED
+from domain.names import HOOK_TIMED_OUT, SUPERSEDED, TURN_STOPPED
 from perdure.agent import Agent
 from perdure.agents_registry import AgentRegistry, UnknownAgent
 from storage.chunks import LogWriter, StaleWriter
+from storage.tables import Submission
 
 log = logging.getLogger("perdure.activities")
 
@@ -84,6 +85,15 @@ def current_writer() -> LogWriter:
     """This activity as a log writer: its id is stable across retries, its attempt is not."""
     info = activity.info()
     return LogWriter(key=f"activity:{info.activity_id}", attempt=info.attempt)
+
+
+def refuse_if_stopped(submission: Submission) -> None:
+    """A step does not start once a stop is recorded for its turn: the stop holds even when
+    its cancellation never reached Temporal (a gateway that died after recording it)."""
+    if submission.cancel_requested_at is not None:
+        raise ApplicationError(
+            f"submission {submission.id} was stopped", type=TURN_STOPPED, non_retryable=True
+        )
 
 
 def superseded(error: StaleWriter) -> ApplicationError:

@@ -8,7 +8,7 @@ from temporalio.client import Client
 from activities._support import current_writer, run_hook
 from activities.events import emit
 from domain.names import ADMIT_SIGNAL, FINISH_TURN_ACTIVITY
-from domain.payloads import FinishTurnInput
+from domain.payloads import FinishTurnInput, FinishTurnResult
 from domain.policy import RecoveryPolicy
 from domain.reducer import Reduction, reduce_chunks
 from domain.repair import settled_parts_only
@@ -23,6 +23,7 @@ from storage.db import Database
 from storage.hygiene import trim_messages
 from storage.incidents import load_incident
 from storage.sessions import chat_id_of
+from storage.stops import Ending, decide_ending
 from storage.submissions import finish, get_submission
 from telemetry import metrics
 from turn_control.client import signal_turn
@@ -43,7 +44,8 @@ class TurnFinisher:
         self._client = client
         self._task_queue = task_queue
 
-    async def finish(self, turn: FinishTurnInput, *, writer: LogWriter) -> None:
+    async def finish(self, turn: FinishTurnInput, *, writer: LogWriter) -> FinishTurnResult:
+        turn = await self._decided(turn)
         message_id = turn.assistant_message_id
         agent = self._agents.resolve(turn.agent) if turn.agent in self._agents.names() else None
         terminal_message = (agent.recovery if agent else RecoveryPolicy()).terminal_message
@@ -101,6 +103,20 @@ class TurnFinisher:
                 task_queue=self._task_queue,
                 signal=ADMIT_SIGNAL,
             )
+        return FinishTurnResult(outcome="error" if turn.exhausted else turn.outcome)
+
+    async def _decided(self, turn: FinishTurnInput) -> FinishTurnInput:
+        """The turn as the store decides it ends: a recorded stop wins over what the workflow
+        saw (its cancellation may have arrived after the step it stopped had completed)."""
+        proposed: Ending = "exhausted" if turn.exhausted else turn.outcome
+        ending = await decide_ending(self._db, submission_id=turn.submission_id, proposed=proposed)
+        if ending == proposed:
+            return turn
+        if ending == "exhausted":
+            return turn.model_copy(update={"outcome": "error", "exhausted": True})
+        log.info("the turn ends %s, not %s: a stop was recorded first", ending, proposed)
+        cleared = {"exhausted": False, "error_text": None, "finish_reason": None}
+        return turn.model_copy(update={"outcome": ending, **cleared})
 
     @staticmethod
     def _clean(stored: Reduction, message_id: str) -> None:
@@ -155,5 +171,5 @@ class FinishTurnActivity:
         self._finisher = finisher
 
     @activity.defn(name=FINISH_TURN_ACTIVITY)
-    async def finish_turn(self, turn: FinishTurnInput) -> None:
-        await self._finisher.finish(turn, writer=current_writer())
+    async def finish_turn(self, turn: FinishTurnInput) -> FinishTurnResult:
+        return await self._finisher.finish(turn, writer=current_writer())

@@ -13,6 +13,7 @@ from activities._support import (
     call_hook,
     current_writer,
     heartbeating,
+    refuse_if_stopped,
     required_hook_failure,
     run_hook,
     superseded,
@@ -95,6 +96,7 @@ class ModelStepActivity:
                     non_retryable=True,
                 )
             submission = inputs.submission
+            refuse_if_stopped(submission)
             bind_ids(tenant_id=submission.tenant_id)
             agent = await self._agent(step.agent, submission.tenant_id)
             token = bind_stash(stash_writer(self._db, submission.id))

@@ -18,7 +18,7 @@ from storage.hygiene import prune_closed_logs
 from storage.sessions import chat_id_of
 from storage.submissions import stale_active
 from storage.timing import now
-from turn_control.client import start_turn, turn_state
+from turn_control.client import cancel_turn, start_turn, turn_state
 
 RECONCILER_WRITER = LogWriter(key="reconciler", attempt=1)
 PRUNE_BATCHES = 50
@@ -79,6 +79,11 @@ class ReconcileActivity:
                     writer=RECONCILER_WRITER,
                 )
                 report.closed.append(submission.id)
+            elif submission.cancel_requested_at is not None and submission.ending is None:
+                # A stop recorded while Temporal could not take its cancellation.
+                await cancel_turn(self._client, submission.id)
+                report.stops_resent.append(submission.id)
+                state = "RUNNING, stopped"
             else:
                 continue
             await emit(
@@ -86,7 +91,9 @@ class ReconcileActivity:
                 session_id=submission.session_id,
                 submission_id=submission.id,
                 type="submission.reconciled",
-                action="started" if state == "missing" else "closed",
+                action={"missing": "started", "RUNNING, stopped": "stop resent"}.get(
+                    state, "closed"
+                ),
                 workflowState=state,
             )
         fibers = await sweep_fibers(

@@ -5,7 +5,13 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities._support import current_writer, heartbeating, resolve_agent, superseded
+from activities._support import (
+    current_writer,
+    heartbeating,
+    refuse_if_stopped,
+    resolve_agent,
+    superseded,
+)
 from activities.model_step import stash_writer
 from domain.names import RUN_TOOL_ACTIVITY
 from domain.payloads import RunToolInput
@@ -76,6 +82,7 @@ class ToolCallActivity:
                 f"submission {call.submission_id} is no longer stored (session deleted)",
                 non_retryable=True,
             )
+        refuse_if_stopped(submission)
         bind_ids(tenant_id=submission.tenant_id)
         context = ToolContext(
             tenant_id=submission.tenant_id,

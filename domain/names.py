@@ -39,6 +39,8 @@ RECOVERY_SKIPPED: Final = "RecoverySkipped"
 PROVIDER_STALLED: Final = "ProviderStalled"
 HOOK_TIMED_OUT: Final = "HookTimedOut"
 SUPERSEDED: Final = "AttemptSuperseded"
+TURN_STOPPED: Final = "TurnStopped"
+"""A step refused to start: a stop is recorded in the store (storage/stops.py)."""
 
 
 def reconciler_schedule_id(task_queue: str) -> str:

@@ -155,6 +155,12 @@ class FinishTurnInput(BaseModel):
     are kept regardless)."""
 
 
+class FinishTurnResult(BaseModel):
+    outcome: Outcome
+    """How the turn ended in the store: `aborted` when a stop was recorded before the finish
+    decided its ending, whatever the workflow saw (exhausted is `error`)."""
+
+
 class ReconcileInput(BaseModel):
     older_than_seconds: float = Field(default=60.0, ge=0)
     """Only submissions and fibers at least this old: younger ones may still be starting."""
@@ -165,6 +171,8 @@ class ReconcileReport(BaseModel):
     """Active submissions that had no workflow (their gateway died before starting it)."""
     closed: list[str] = Field(default_factory=list)
     """Active submissions whose workflow had ended without finishing them (e.g. terminated)."""
+    stops_resent: list[str] = Field(default_factory=list)
+    """Running turns with a stop recorded in the store, cancelled through Temporal again."""
     fibers_started: list[str] = Field(default_factory=list)
     """Pending fibers that had no workflow (their starter died before starting it)."""
     fibers_settled: list[str] = Field(default_factory=list)

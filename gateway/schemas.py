@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from domain.concurrency import MAX_DEBOUNCE_MS, ConcurrencyStrategy
 from domain.ui import UIMessage
 from gateway.body import inlined
+from storage.stops import StopVerdict
 from storage.tables import ChatSession
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9_\-.:]{1,200}$"
@@ -224,8 +225,17 @@ class EventPublic(BaseModel):
 
 
 class StopResult(BaseModel):
-    success: bool
+    result: StopVerdict = Field(
+        description="`stopped`: this submission is stopped (its stream ends with `abort`, its "
+        "partial answer is kept); `already_finished`: it ended, or its ending was decided, "
+        "before the stop arrived; `nothing_running`: no turn runs or waits in the session"
+    )
     submissionId: str | None  # noqa: N815 - wire name
+    status: str | None = Field(
+        default=None,
+        description="With `stopped`: `running` or `pending` as the stop found it; with "
+        "`already_finished`: how it ended (`completed`, `error`, `aborted`, `skipped`)",
+    )
 
 
 MAX_REASON_CHARS = 2000

@@ -1,10 +1,10 @@
-"""Reading and keeping the submissions ledger: list, read, cancel, delete ended ones."""
+"""Reading and keeping the submissions ledger: list, read, delete ended ones (stops are
+storage/stops.py's)."""
 
 from sqlalchemy import ColumnElement, delete, func
 from sqlmodel import col, select
 
 from storage.db import Database
-from storage.submissions import ACTIVE
 from storage.tables import ChatSession, ChunkLog, ChunkRow, IncidentRow, Submission, ToolWait
 from storage.timing import now
 
@@ -49,21 +49,6 @@ async def owned_submission(
     if row is None or (row.tenant_id, row.session_id) != (tenant_id, session_id):
         return None
     return row
-
-
-async def request_cancel(db: Database, *, submission_id: str) -> Submission | None:
-    """Record the cancel on an active submission (once): a queued one is never admitted
-    after this commit, and the reconciler ends it if its workflow never started."""
-    async with db.write() as session:
-        row = (
-            await session.exec(
-                select(Submission).where(Submission.id == submission_id).with_for_update()
-            )
-        ).first()
-        if row is not None and row.status in ACTIVE and row.cancel_requested_at is None:
-            row.cancel_requested_at = now()
-            session.add(row)
-        return row
 
 
 async def delete_ended(

@@ -81,7 +81,7 @@ def new_assistant_message_id() -> str:
     return f"msg_{uuid.uuid4().hex[:24]}"
 
 
-async def _locked_session(session: AsyncSession, session_id: str) -> ChatSession | None:
+async def locked_session(session: AsyncSession, session_id: str) -> ChatSession | None:
     result = await session.exec(
         select(ChatSession).where(ChatSession.id == session_id).with_for_update()
     )
@@ -89,7 +89,7 @@ async def _locked_session(session: AsyncSession, session_id: str) -> ChatSession
 
 
 async def _locked_chat(session: AsyncSession, tenant_id: str, chat_id: str) -> ChatSession | None:
-    """The tenant's session a client knows by `chat_id`, locked (as `_locked_session`)."""
+    """The tenant's session a client knows by `chat_id`, locked (as `locked_session`)."""
     result = await session.exec(
         select(ChatSession)
         .where(ChatSession.tenant_id == tenant_id, ChatSession.chat_id == chat_id)
@@ -167,7 +167,7 @@ async def admit_when_due(db: Database, *, submission_id: str) -> bool:
         submission = await session.get(Submission, submission_id)
         if submission is None:
             return False
-        chat = await _locked_session(session, submission.session_id)
+        chat = await locked_session(session, submission.session_id)
         if chat is None:
             return False
         await session.refresh(submission)  # read again under the session's lock
@@ -462,7 +462,7 @@ async def finish(
         ).first()
         if submission is None:
             return None
-        chat = await _locked_session(session, submission.session_id)
+        chat = await locked_session(session, submission.session_id)
         if closing and submission.status in ACTIVE:
             await insert_chunks(
                 session,
@@ -638,7 +638,7 @@ async def withdraw_submission(db: Database, *, submission_id: str) -> Withdrawal
         )
         if begun.first() is not None or await session.get(ChunkLog, message_id) is not None:
             return Withdrawal(withdrawn=False)
-        chat = await _locked_session(session, submission.session_id)
+        chat = await locked_session(session, submission.session_id)
         if chat is not None and submission.status == "running":
             applied = [
                 row

@@ -85,7 +85,11 @@ class Submission(SQLModel, table=True):
     )
     """User messages submitted before `user_message`, applied with it, in order, at admission."""
     cancel_requested_at: float | None = None
-    """When a cancel was asked for: a turn not started by then never runs."""
+    """When a stop (or cancel) was recorded: a turn not started by then never runs, and a
+    running one whose ending is not decided yet ends `aborted` (storage/stops.py)."""
+    ending: str | None = Field(default=None, max_length=16)
+    """How the turn ends (an outcome, or `exhausted`), decided once at the start of its
+    finish; a stop recorded after this is too late."""
     rolled_back: bool | None = None
     """Stopped by a `rollback` submission: its messages leave the active path when it ends."""
     regenerates: bool | None = None

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         SKIP_SIGNAL,
         START_SUB_TURN_ACTIVITY,
         SUB_TURN_RESUMED_SIGNAL,
+        TURN_STOPPED,
         TURN_WORKFLOW,
         WAIT_ANSWERED_SIGNAL,
         turn_workflow_id,
@@ -31,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         AdmitDebouncedInput,
         AdmitDebouncedResult,
         FinishTurnInput,
+        FinishTurnResult,
         ModelStepInput,
         ModelStepResult,
         Outcome,
@@ -57,6 +59,9 @@ FINISH_LOCALLY = "finish-as-local-activity"
 STATUS_ATTRIBUTE = "status-search-attribute"
 """The patch since which the turn upserts `PerdureStatus` as it goes: turns recorded before it
 replay without those commands."""
+STOP_AT_BOUNDARIES = "stop-at-step-boundaries"
+"""The patch since which a cancellation that arrives while a step completes anyway (the SDK
+then returns the step's result) still stops the turn at the next step boundary."""
 
 
 def _root_cause(failure: ActivityError) -> BaseException | None:
@@ -74,7 +79,11 @@ def _describe(failure: ActivityError) -> str:
 
 
 def _cancelled(failure: ActivityError) -> bool:
-    return isinstance(failure.cause, CancelledError)
+    """Cancelled through Temporal, or refused to start because a stop is in the store."""
+    cause = failure.cause
+    return isinstance(cause, CancelledError) or (
+        isinstance(cause, ApplicationError) and cause.type == TURN_STOPPED
+    )
 
 
 _BACKSTOPS = (RetryState.MAXIMUM_ATTEMPTS_REACHED, RetryState.TIMEOUT)
@@ -172,11 +181,20 @@ class TurnWorkflow:
             ending.outcome = "aborted"
         except ActivityError as failure:
             ending.failed(failure)
-        await self._finish(turn, ending)
+        decided = await self._finish(turn, ending)
+        if decided is not None and decided.outcome != ending.outcome:
+            # A stop recorded in the store before the finish decided the ending.
+            ending.outcome, ending.error_text = decided.outcome, None
         self._set_status(ending.outcome)
-        if ending.outcome == "aborted":
+        if ending.outcome == "aborted" and workflow.cancellation_reason() is not None:
             raise asyncio.CancelledError("stopped by the user")
         return TurnResult(outcome=ending.outcome, steps=self._steps, error=ending.error_text)
+
+    def _stop_at_boundary(self) -> None:
+        """A cancellation that reached a step which completed anyway is not lost: the SDK
+        hands the workflow the step's result, so the turn stops here, before the next one."""
+        if workflow.cancellation_reason() is not None and workflow.patched(STOP_AT_BOUNDARIES):
+            raise asyncio.CancelledError("stopped by the user")
 
     def _set_status(self, status: TurnStatus) -> None:
         """Upsert `PerdureStatus` when it changes: the Temporal UI lists turns by it."""
@@ -207,16 +225,17 @@ class TurnWorkflow:
                 self._admitted = self._admitted or admission.admitted
         await workflow.wait_condition(decided)
 
-    async def _finish(self, turn: TurnInput, ending: _Ending) -> None:
+    async def _finish(self, turn: TurnInput, ending: _Ending) -> FinishTurnResult | None:
         """Shielded: a stop that lands while the turn finishes must not cancel the activity
         that releases the session (a session claimed forever)."""
         finishing = asyncio.ensure_future(self._run_finish(turn, ending))
         while not finishing.done():
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(finishing)
-        finishing.result()
+        return finishing.result()
 
-    async def _run_finish(self, turn: TurnInput, ending: _Ending) -> None:
+    async def _run_finish(self, turn: TurnInput, ending: _Ending) -> FinishTurnResult | None:
+        """None from turns recorded before the finish returned the store's outcome."""
         finish = FinishTurnInput(
             submission_id=turn.submission_id,
             session_id=turn.session_id,
@@ -239,13 +258,14 @@ class TurnWorkflow:
             if workflow.patched(FINISH_LOCALLY)
             else workflow.execute_activity
         )
-        await execute(
+        decided = await execute(
             FINISH_TURN_ACTIVITY,
             finish,
             start_to_close_timeout=policies.FINISH_TIMEOUT,
             retry_policy=policies.FINISH_RETRY,
             summary=summary,
         )
+        return FinishTurnResult.model_validate(decided) if decided else None
 
     async def _agent_loop(self, turn: TurnInput) -> str:
         while True:
@@ -267,14 +287,17 @@ class TurnWorkflow:
             )
             self._steps = result.next_step
             self._model = result.model
+            self._stop_at_boundary()
             if not result.tool_calls:
                 return result.finish_reason
             # On a stop, gather cancels every tool activity and returns only once each has
             # acknowledged (WAIT_CANCELLATION_COMPLETED): nothing writes after `finish`.
             await self._run_tools(turn, [call for call in result.tool_calls if not call.wait])
+            self._stop_at_boundary()
             waits = [call for call in result.tool_calls if call.wait]
             if waits:
                 await self._run_tools(turn, await self._park(turn, waits))
+                self._stop_at_boundary()
             if self._steps >= result.max_steps:
                 return "tool-calls"
 

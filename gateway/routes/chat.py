@@ -17,11 +17,13 @@ from gateway.errors import ApiError
 from gateway.intake import check_encoding, checked_user_message, start_submitted
 from gateway.schemas import CHAT_REQUEST_BODY, ChatRequest, StopResult
 from gateway.sse import MAX_SEQ, Cursor, cursor_from, stream_response
-from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
+from gateway.stopping import stop_turn
+from gateway.submission_schemas import SUBMISSION_ID_PATTERN
 from gateway.waits import record_answers
 from runtime.services import Services
 from storage.chunks import load_log
 from storage.messages import active_path, stored_message
+from storage.submission_ledger import owned_submission
 from storage.submissions import (
     SubmissionOptions,
     stream_target,
@@ -31,7 +33,6 @@ from storage.submissions import (
 from storage.tables import Submission
 from storage.tool_waits import client_calls_of
 from telemetry.log_context import bind_ids
-from turn_control.client import cancel_turn
 
 log = logging.getLogger("perdure.gateway")
 
@@ -231,16 +232,49 @@ async def resume_stream(
     return await _stream(services, target, cursor)
 
 
-@router.post("/{session_id}/stop", summary="Cancel the running turn; its partial answer is kept")
-async def stop(session: OwnedSessionDep, services: ServicesDep) -> StopResult:
-    if session.running_submission_id is None:
-        return StopResult(success=True, submissionId=None)
-    await temporal_call(
-        cancel_turn(services.client, session.running_submission_id),
-        within=TEMPORAL_TIMEOUT_SECONDS,
-        client=services.client,
+@router.post(
+    "/{session_id}/stop",
+    summary="Stop the running turn; its partial answer is kept",
+)
+async def stop(
+    session: OwnedSessionDep,
+    services: ServicesDep,
+    submission_id: Annotated[
+        str | None,
+        Query(
+            alias="submissionId",
+            pattern=SUBMISSION_ID_PATTERN,
+            description="Stop this submission (the id in the stream's event ids); without it, "
+            "the running turn, else the oldest queued one",
+        ),
+    ] = None,
+) -> StopResult:
+    """The stop is recorded in the store before this answers, so it holds whatever happens
+    next (a worker dying, a recovery, a gateway restart): a `stopped` turn's stream always
+    ends with `abort`."""
+    if submission_id is not None:
+        owned = await owned_submission(
+            services.db,
+            tenant_id=session.tenant_id,
+            session_id=session.id,
+            submission_id=submission_id,
+        )
+        if owned is None:
+            raise ApiError(
+                404,
+                "submission_not_found",
+                f"no submission {submission_id!r} in session {session.chat_id!r}",
+            )
+    record = await stop_turn(services, session_id=session.id, submission_id=submission_id)
+    row = record.submission
+    if row is None:
+        return StopResult(result=record.verdict, submissionId=None)
+    status = row.status if record.verdict == "stopped" else (row.ending or row.status)
+    return StopResult(
+        result=record.verdict,
+        submissionId=row.id,
+        status="error" if status == "exhausted" else status,
     )
-    return StopResult(success=True, submissionId=session.running_submission_id)
 
 
 @router.get("/{session_id}/messages", summary="The active path as AI SDK UIMessages")

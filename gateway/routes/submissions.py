@@ -15,6 +15,7 @@ from gateway.deps import OwnedSessionDep, ServicesDep, SessionIdPath, TenantDep
 from gateway.errors import ApiError
 from gateway.intake import checked_user_message, start_submitted
 from gateway.sse import MAX_SEQ, cursor_from, stream_response
+from gateway.stopping import stop_turn
 from gateway.submission_schemas import (
     SUBMISSION_ID_PATTERN,
     ClearResult,
@@ -33,11 +34,10 @@ from storage.submission_ledger import (
     delete_ended,
     list_submissions,
     owned_submission,
-    request_cancel,
 )
 from storage.submissions import SubmissionOptions, get_submission, submit
 from storage.tables import ChatSession, Submission
-from turn_control.client import cancel_turn, signal_turn, wait_turn_ended
+from turn_control.client import signal_turn, wait_turn_ended
 
 router = APIRouter(prefix="/v1/sessions", tags=["submissions"])
 
@@ -168,16 +168,12 @@ async def cancel(
     meanwhile keeps the status it ended with (a completion is never rewritten as aborted,
     nor an abort as completed). Cancelling again is a 200."""
     row = await _owned(services, tenant, session, submission_id)
-    if row.status in ENDED and row.cancel_requested_at is None:
+    record = await stop_turn(services, session_id=session.id, submission_id=row.id)
+    row = record.submission or row
+    if record.verdict == "already_finished" and row.cancel_requested_at is None:
+        ending = row.ending or row.status
         raise ApiError(
-            409, "submission_ended", f"submission {row.id!r} has already ended ({row.status})"
-        )
-    row = await request_cancel(services.db, submission_id=row.id) or row
-    if row.status not in ENDED:
-        await temporal_call(
-            cancel_turn(services.client, row.id),
-            within=TEMPORAL_TIMEOUT_SECONDS,
-            client=services.client,
+            409, "submission_ended", f"submission {row.id!r} has already ended ({ending})"
         )
     return _public(services, row, session.chat_id)
 
@@ -237,10 +233,8 @@ async def clear(session: OwnedSessionDep, services: ServicesDep, tenant: TenantD
     submission ends `skipped` without running."""
     skipped = await clear_session(services.db, tenant_id=tenant, session_id=session.id)
     if session.running_submission_id is not None:
-        await temporal_call(
-            cancel_turn(services.client, session.running_submission_id),
-            within=TEMPORAL_TIMEOUT_SECONDS,
-            client=services.client,
+        await stop_turn(
+            services, session_id=session.id, submission_id=session.running_submission_id
         )
     for row in skipped:
         await temporal_call(

@@ -149,7 +149,7 @@ async def test_stop_mid_stream_keeps_the_partial_answer_as_aborted(
     streamed = await stream_task
 
     assert stopped.status_code == 200
-    assert stopped.json()["success"] is True
+    assert stopped.json()["result"] == "stopped"
     assert streamed.types()[-1] == "abort"
     assert streamed.done
     history = (await http.get(f"/api/chat/{session}/messages")).json()

@@ -11,7 +11,7 @@ from domain.names import RECONCILER_WORKFLOW, reconciler_schedule_id, turn_workf
 from domain.payloads import ReconcileInput, ReconcileReport
 from domain.ui import UIMessage
 from runtime.schedules import RECONCILE_EVERY, ensure_reconciler_schedule
-from storage.submission_ledger import request_cancel
+from storage.stops import record_stop
 from storage.submissions import submit
 from storage.tables import ChatSession
 from tests.e2e.chat_client import counting, key_of, read_stream, send, user_message
@@ -127,7 +127,11 @@ async def test_a_cancelled_submission_whose_turn_never_started_is_ended_not_star
         message=UIMessage.model_validate(user_message("@count 3")),
         idempotency_key="orphan-cancelled",
     )
-    await request_cancel(stack.services.db, submission_id=recorded.submission.id)
+    await record_stop(
+        stack.services.db,
+        session_id=recorded.submission.session_id,
+        submission_id=recorded.submission.id,
+    )
 
     report = await reconcile_now(stack)
 

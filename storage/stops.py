@@ -1,0 +1,101 @@
+"""Stops: recorded in the store before they are acknowledged, so every path honours them.
+
+A stop is a mark on one submission (`cancel_requested_at`). Whoever reaches a boundary of the
+turn reads it there: the model step and the tool step refuse to start, a queued submission is
+never admitted, and the finish ends the turn `aborted` unless its ending was decided before
+the stop was recorded (`decide_ending`). Both writes lock the submission, so a stop is either
+recorded before the decision (and wins) or answered `already_finished`.
+"""
+
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.db import Database
+from storage.submissions import ACTIVE, locked_session
+from storage.tables import Submission
+from storage.timing import now
+
+StopVerdict = Literal["stopped", "already_finished", "nothing_running"]
+Ending = Literal["completed", "aborted", "error", "skipped", "exhausted"]
+NOT_OVERRIDDEN: tuple[Ending, ...] = ("aborted", "skipped")
+"""Endings a stop does not change: both already end the stream with `abort`."""
+
+
+@dataclass(frozen=True)
+class StopRecord:
+    verdict: StopVerdict
+    submission: Submission | None
+    """The submission the stop was for (None: `nothing_running`)."""
+
+
+def stoppable(row: Submission) -> bool:
+    return row.status in ACTIVE and row.ending is None
+
+
+async def _locked_submission(session: AsyncSession, submission_id: str) -> Submission | None:
+    result = await session.exec(
+        select(Submission).where(Submission.id == submission_id).with_for_update()
+    )
+    return result.first()
+
+
+async def _oldest_queued(session: AsyncSession, session_id: str) -> Submission | None:
+    """Cancelled ones included: stopping twice stops the same queued turn, not the next."""
+    result = await session.exec(
+        select(Submission)
+        .where(Submission.session_id == session_id, Submission.status == "pending")
+        .order_by(col(Submission.queue_seq))
+        .with_for_update()
+    )
+    return result.first()
+
+
+async def record_stop(db: Database, *, session_id: str, submission_id: str | None) -> StopRecord:
+    """Stop `submission_id` of the session, or (None) its running turn, else its oldest queued
+    one. Repeating a stop is harmless: the first mark stays."""
+
+    async def record(session: AsyncSession) -> StopRecord:
+        chat = await locked_session(session, session_id)
+        if chat is None:
+            return StopRecord("nothing_running", None)
+        target_id = submission_id or chat.running_submission_id
+        target = (
+            await _locked_submission(session, target_id)
+            if target_id
+            else await _oldest_queued(session, session_id)
+        )
+        if target is None or target.session_id != session_id:
+            return StopRecord("nothing_running", None)
+        if not stoppable(target):
+            return StopRecord("already_finished", target)
+        if target.cancel_requested_at is None:
+            target.cancel_requested_at = now()
+            session.add(target)
+        return StopRecord("stopped", target)
+
+    return await db.transact(record)
+
+
+async def decide_ending(db: Database, *, submission_id: str, proposed: Ending) -> Ending:
+    """The turn's ending, decided once: `proposed` (what the workflow saw), or `aborted` when a
+    stop was recorded first. A repeated finish (after a crash) gets the first decision."""
+
+    async def decide(session: AsyncSession) -> Ending:
+        row = await _locked_submission(session, submission_id)
+        if row is None:
+            return proposed
+        if row.ending is not None:
+            return row.ending  # type: ignore[return-value]
+        if row.status not in ACTIVE:
+            return proposed  # ended by another path (the finish changes nothing then)
+        ending: Ending = proposed
+        if row.cancel_requested_at is not None and proposed not in NOT_OVERRIDDEN:
+            ending = "aborted"
+        row.ending = ending
+        session.add(row)
+        return ending
+
+    return await db.transact(decide)
