@@ -22,6 +22,7 @@ from domain.names import (
 from domain.payloads import ModelStepInput
 from domain.recovery import (
     Incident,
+    aborted_by_predicate,
     evaluate_incident,
     progress_of,
     recovery_kind,
@@ -42,6 +43,11 @@ from telemetry import metrics
 from turn_control.client import signal_turn
 
 log = logging.getLogger(__name__)
+
+
+def turn_started_at(submission: Submission) -> float:
+    """When the turn began to run (a queued one: when it was admitted)."""
+    return submission.started_at or submission.created_at
 
 
 @dataclass(frozen=True)
@@ -78,7 +84,12 @@ class RecoveryGate:
             progress=progress_of(logged),
             now=now(),
             policy=policy,
+            turn_started_at=turn_started_at(submission),
         )
+        if not decision.detected and decision.exhausted in (None, "max_attempts_exceeded"):
+            context = self._context(step, submission, reduction, history, decision.incident, agent)
+            if not await self._keep_recovering(agent, context):
+                decision = aborted_by_predicate(decision)
         incident = decision.incident
         await save_incident(
             self._db,
@@ -169,7 +180,27 @@ class RecoveryGate:
         history: list[UIMessage],
         incident: Incident,
     ) -> RecoveryOptions:
-        context = ChatRecoveryContext(
+        context = self._context(step, submission, reduction, history, incident, agent)
+        try:
+            return await call_hook(
+                "on_chat_recovery",
+                lambda: agent.on_chat_recovery(context),
+                limit=agent.hook_timeout.total_seconds(),
+            )
+        except Exception:
+            log.exception("on_chat_recovery failed; recovering by default")
+            return RecoveryOptions()
+
+    @staticmethod
+    def _context(
+        step: ModelStepInput,
+        submission: Submission,
+        reduction: Reduction,
+        history: list[UIMessage],
+        incident: Incident,
+        agent: Agent,
+    ) -> ChatRecoveryContext:
+        return ChatRecoveryContext(
             incident_id=incident.incident_id,
             attempt=incident.attempt,
             max_attempts=agent.recovery.max_attempts,
@@ -182,17 +213,23 @@ class RecoveryGate:
             recovery_data=submission.stash,
             messages=history,
             last_body=dict(submission.user_message),
-            created_at=datetime.fromtimestamp(incident.first_seen_at, UTC),
+            created_at=datetime.fromtimestamp(turn_started_at(submission), UTC),
+            incident_seen_at=datetime.fromtimestamp(incident.first_seen_at, UTC),
         )
+
+    @staticmethod
+    async def _keep_recovering(agent: Agent, context: ChatRecoveryContext) -> bool:
         try:
-            return await call_hook(
-                "on_chat_recovery",
-                lambda: agent.on_chat_recovery(context),
-                limit=agent.hook_timeout.total_seconds(),
+            return bool(
+                await call_hook(
+                    "should_keep_recovering",
+                    lambda: agent.should_keep_recovering(context),
+                    limit=agent.hook_timeout.total_seconds(),
+                )
             )
         except Exception:
-            log.exception("on_chat_recovery failed; recovering by default")
-            return RecoveryOptions()
+            log.exception("should_keep_recovering failed; recovering")
+            return True
 
     async def _boot(
         self,

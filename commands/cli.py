@@ -68,16 +68,31 @@ class _Service:
     run: Callable[[], Coroutine[Any, Any, Any]]
     stop: Callable[[], Coroutine[Any, Any, Any]]
     """Ask it to end gracefully; `run` returns when it has."""
+    force: Callable[[], None] = lambda: None
+    """Ask it to end at once (a second signal), still through its own shutdown."""
+
+
+SAME_SIGNAL_WINDOW = 1.0
+"""Signals this close together are one request to stop: a process manager signals the whole
+process group, and `make run` forwards the same signal to Perdure a moment later."""
+FORCED_STOP_GRACE = 3.0
+"""After a forced stop, how long services get to run their own quick shutdown before their
+tasks are cancelled."""
 
 
 async def _until_stopped(*services: _Service) -> None:
     """Run until any service ends or SIGINT/SIGTERM; then stop the others gracefully. A second
-    signal while stopping cancels whatever is still running."""
+    signal while stopping (not the same one delivered twice) forces the stop."""
     stop, force = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
+    first_signal_at: list[float] = []
 
     def on_signal() -> None:
-        (force if stop.is_set() else stop).set()
+        if not first_signal_at:
+            first_signal_at.append(time.monotonic())
+            stop.set()
+        elif time.monotonic() - first_signal_at[0] >= SAME_SIGNAL_WINDOW:
+            force.set()
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, on_signal)
@@ -96,6 +111,9 @@ async def _until_stopped(*services: _Service) -> None:
         await asyncio.wait([*running, forcer], return_when=asyncio.FIRST_COMPLETED)
     if forcer.done():
         log.warning("stopping at once (second signal)")
+        for service in services:
+            service.force()
+        await asyncio.wait(running, timeout=FORCED_STOP_GRACE)
     for task in [*running, *stopping, forcer]:
         task.cancel()
     outcomes = await asyncio.gather(*running, *stopping, return_exceptions=True)
@@ -108,7 +126,12 @@ def _serving(server: uvicorn.Server) -> _Service:
     async def stop() -> None:
         server.should_exit = True
 
-    return _Service(run=server.serve, stop=stop)
+    def force() -> None:
+        # uvicorn's own forced exit: open streams are cut, the app's lifespan still ends
+        # (cancelling `serve` instead printed Starlette's lifespan CancelledError).
+        server.force_exit = True
+
+    return _Service(run=server.serve, stop=stop, force=force)
 
 
 def _working(worker: Worker, tracker: "ActivityTracker", grace: float) -> _Service:
@@ -238,6 +261,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command in ACCESS_COMMANDS:  # the store only, as `migrate`
         raise SystemExit(run_access_command(args, settings))
     if args.command == "migrate":
+        logging.getLogger("alembic").setLevel(logging.INFO)  # asked for: show each step
         migrate(settings.resolved_database_url())
         print("schema is up to date")
         return

@@ -12,6 +12,8 @@ def configured() -> Settings:
     """The settings, with logging set up as they ask; an invalid configuration ends the process
     with one line naming each problem (never a value: it may be a key)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # A start prints the lines that matter; each migration step is shown by `perdure migrate`.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         settings = Settings()
     except ValidationError as error:

@@ -21,6 +21,10 @@ class RecoveryPolicy(BaseModel):
     `maxRecoveryWork`): a provider that dies after one token every time still ends."""
     max_recovery_time: timedelta = timedelta(minutes=30)
     """From the turn's first recovery to its last attempt; progress does not reset it."""
+    max_age: timedelta | None = None
+    """A turn older than this (from its start) is not recovered: it ends with
+    `terminal_message`, reason `max_age_exceeded` (a stale answer is worse than none).
+    None: no limit beyond the other budgets."""
     stall_timeout: timedelta = timedelta(seconds=60)
     no_progress_timeout: timedelta = timedelta(minutes=5)
     terminal_message: str = "The assistant was interrupted and could not recover. Please try again."

@@ -11,9 +11,11 @@ from domain.ui import Chunk
 RecoveryKind = Literal["retry", "continue"]
 IncidentStatus = Literal["attempting", "completed", "skipped", "exhausted"]
 ExhaustionReason = Literal[
+    "max_age_exceeded",
     "total_attempts_exceeded",
     "recovery_time_exceeded",
     "no_progress_timeout",
+    "recovery_aborted",
     "max_attempts_exceeded",
 ]
 
@@ -28,9 +30,28 @@ def recovery_kind(reduction: Reduction) -> RecoveryKind:
     return "continue" if streamed else "retry"
 
 
+NOT_PROGRESS = frozenset(
+    {
+        RECOVERY_NOTICE,
+        "start",
+        "start-step",
+        "finish-step",
+        "text-end",
+        "reasoning-end",
+        "tool-output-error",
+        "finish",
+        "abort",
+        "error",
+    }
+)
+"""Chunks a recovery attempt writes itself (the log's opening, step boundaries, the closing of
+open text, a repaired call's errored result) or that end a turn: none is the model's work, so
+none resets the in-a-row budget (an attempt that only repairs and dies again still counts)."""
+
+
 def progress_of(log: list[Chunk]) -> int:
-    """Chunks the model produced; recovery notices are not progress."""
-    return sum(1 for chunk in log if chunk.get("type") != RECOVERY_NOTICE)
+    """Chunks the model (or a tool) produced."""
+    return sum(1 for chunk in log if chunk.get("type") not in NOT_PROGRESS)
 
 
 class Incident(BaseModel):
@@ -65,10 +86,11 @@ def evaluate_incident(
     progress: int,
     now: float,
     policy: RecoveryPolicy,
+    turn_started_at: float | None = None,
 ) -> IncidentDecision:
     """Count a recovery attempt: attempts without progress count, progress resets them; the
     turn's total attempts and recovery time are never reset (precedence as the seeds list:
-    the total budgets first, then no progress, then attempts in a row)."""
+    the turn's age, the total budgets, then no progress, then attempts in a row)."""
     fresh = existing is None or existing.status in ("completed", "skipped")
     if fresh:
         incident = Incident(
@@ -99,7 +121,10 @@ def evaluate_incident(
         )
     exhausted: ExhaustionReason | None = None
     turn_started = incident.turn_first_seen_at if incident.turn_first_seen_at is not None else now
-    if incident.total_attempts > policy.max_total_attempts:
+    max_age = policy.max_age.total_seconds() if policy.max_age is not None else None
+    if max_age is not None and turn_started_at is not None and now - turn_started_at > max_age:
+        exhausted = "max_age_exceeded"
+    elif incident.total_attempts > policy.max_total_attempts:
         exhausted = "total_attempts_exceeded"
     elif now - turn_started > policy.max_recovery_time.total_seconds():
         exhausted = "recovery_time_exceeded"
@@ -110,6 +135,17 @@ def evaluate_incident(
     if exhausted is not None:
         incident = incident.model_copy(update={"status": "exhausted", "reason": exhausted})
     return IncidentDecision(incident=incident, detected=fresh, exhausted=exhausted)
+
+
+def aborted_by_predicate(decision: IncidentDecision) -> IncidentDecision:
+    """`should_keep_recovering` said no: exhausted as `recovery_aborted`, unless a reason that
+    comes first in the seeds' precedence already ended it."""
+    if decision.exhausted not in (None, "max_attempts_exceeded"):
+        return decision
+    incident = decision.incident.model_copy(
+        update={"status": "exhausted", "reason": "recovery_aborted"}
+    )
+    return decision.model_copy(update={"incident": incident, "exhausted": "recovery_aborted"})
 
 
 def _turn_start(existing: Incident | None, now: float) -> float:

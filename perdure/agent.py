@@ -107,6 +107,12 @@ class Agent:
         stop cleanly instead; an exception here means the default (recover)."""
         return RecoveryOptions()
 
+    async def should_keep_recovering(self, ctx: ChatRecoveryContext) -> bool:
+        """Asked before every recovery attempt of an incident but its first. False ends the
+        turn with the terminal message (reason `recovery_aborted`); an exception, or running
+        past `hook_timeout`, means keep recovering."""
+        return True
+
     async def on_exhausted(self, ctx: ExhaustedContext) -> None:
         """Called when recovery gives up, before the terminal message is visible (at least
         once: a worker dying in between calls it again)."""

@@ -32,7 +32,10 @@ class ChatRecoveryContext:
     last_body: dict[str, Any]
     """The user message as it was submitted."""
     created_at: datetime
-    """When the incident was first seen."""
+    """When the turn started: a hook can refuse a stale recovery (`continue_=False`), or the
+    agent can set `RecoveryPolicy.max_age`."""
+    incident_seen_at: datetime | None = None
+    """When this incident was first seen."""
 
 
 @dataclass(frozen=True)

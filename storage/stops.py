@@ -3,8 +3,8 @@
 A stop is a mark on one submission (`cancel_requested_at`). Whoever reaches a boundary of the
 turn reads it there: the model step and the tool step refuse to start, a queued submission is
 never admitted, and the finish ends the turn `aborted` unless its ending was decided before
-the stop was recorded (`decide_ending`). Both writes lock the submission, so a stop is either
-recorded before the decision (and wins) or answered `already_finished`.
+the stop was recorded (`decide_ending`). Both writes lock the submission row (and only it), so
+a stop is either recorded before the decision (and wins) or answered `already_finished`.
 """
 
 from dataclasses import dataclass
@@ -14,8 +14,8 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.db import Database
-from storage.submissions import ACTIVE, locked_session
-from storage.tables import Submission
+from storage.submissions import ACTIVE
+from storage.tables import ChatSession, Submission
 from storage.timing import now
 
 StopVerdict = Literal["stopped", "already_finished", "nothing_running"]
@@ -58,7 +58,10 @@ async def record_stop(db: Database, *, session_id: str, submission_id: str | Non
     one. Repeating a stop is harmless: the first mark stays."""
 
     async def record(session: AsyncSession) -> StopRecord:
-        chat = await locked_session(session, session_id)
+        # Only the submission is locked: `finish` locks it before the session, and taking
+        # the session first here deadlocked the two on PostgreSQL. A running turn that ends
+        # between the read of the session and the lock is seen ended under the lock.
+        chat = await session.get(ChatSession, session_id)
         if chat is None:
             return StopRecord("nothing_running", None)
         target_id = submission_id or chat.running_submission_id

@@ -81,15 +81,35 @@ def new_assistant_message_id() -> str:
     return f"msg_{uuid.uuid4().hex[:24]}"
 
 
-async def locked_session(session: AsyncSession, session_id: str) -> ChatSession | None:
+async def _locked_session(session: AsyncSession, session_id: str) -> ChatSession | None:
     result = await session.exec(
         select(ChatSession).where(ChatSession.id == session_id).with_for_update()
     )
     return result.first()
 
 
+async def _locked_with_session(
+    session: AsyncSession, submission_id: str
+) -> tuple[ChatSession | None, Submission | None]:
+    """The submission and its session, both locked, the session first: the order intake takes
+    them in (it locks the session, then changes the running submission). The other order
+    deadlocked with an `interrupt` intake on PostgreSQL."""
+    session_id = (
+        await session.exec(select(Submission.session_id).where(Submission.id == submission_id))
+    ).first()
+    if session_id is None:
+        return None, None
+    chat = await _locked_session(session, session_id)
+    submission = (
+        await session.exec(
+            select(Submission).where(Submission.id == submission_id).with_for_update()
+        )
+    ).first()
+    return chat, submission
+
+
 async def _locked_chat(session: AsyncSession, tenant_id: str, chat_id: str) -> ChatSession | None:
-    """The tenant's session a client knows by `chat_id`, locked (as `locked_session`)."""
+    """The tenant's session a client knows by `chat_id`, locked (as `_locked_session`)."""
     result = await session.exec(
         select(ChatSession)
         .where(ChatSession.tenant_id == tenant_id, ChatSession.chat_id == chat_id)
@@ -167,7 +187,7 @@ async def admit_when_due(db: Database, *, submission_id: str) -> bool:
         submission = await session.get(Submission, submission_id)
         if submission is None:
             return False
-        chat = await locked_session(session, submission.session_id)
+        chat = await _locked_session(session, submission.session_id)
         if chat is None:
             return False
         await session.refresh(submission)  # read again under the session's lock
@@ -455,14 +475,9 @@ async def finish(
     at = now()
 
     async def close(session: AsyncSession) -> Submission | None:
-        submission = (
-            await session.exec(
-                select(Submission).where(Submission.id == submission_id).with_for_update()
-            )
-        ).first()
+        chat, submission = await _locked_with_session(session, submission_id)
         if submission is None:
             return None
-        chat = await locked_session(session, submission.session_id)
         if closing and submission.status in ACTIVE:
             await insert_chunks(
                 session,
@@ -625,11 +640,7 @@ async def withdraw_submission(db: Database, *, submission_id: str) -> Withdrawal
     """
     at = now()
     async with db.write() as session:
-        submission = (
-            await session.exec(
-                select(Submission).where(Submission.id == submission_id).with_for_update()
-            )
-        ).first()
+        chat, submission = await _locked_with_session(session, submission_id)
         if submission is None or submission.status not in ACTIVE:
             return Withdrawal(withdrawn=False)
         message_id = submission.assistant_message_id
@@ -638,7 +649,6 @@ async def withdraw_submission(db: Database, *, submission_id: str) -> Withdrawal
         )
         if begun.first() is not None or await session.get(ChunkLog, message_id) is not None:
             return Withdrawal(withdrawn=False)
-        chat = await locked_session(session, submission.session_id)
         if chat is not None and submission.status == "running":
             applied = [
                 row

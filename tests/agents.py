@@ -104,11 +104,54 @@ class QuitterAgent(ChatCompletionsAgent):
         return RecoveryOptions(persist="keep" in str(ctx.last_body), continue_=False)
 
 
+broken_hook_calls: list[str] = []
+"""The incident ids `BrokenHookAgent`'s hooks were called for (before they raised)."""
+
+
 class BrokenHookAgent(ChatCompletionsAgent):
     name = "broken-hook"
 
     async def on_chat_recovery(self, ctx: ChatRecoveryContext) -> RecoveryOptions:
+        broken_hook_calls.append(ctx.incident_id)
         raise RuntimeError("this hook is broken")
+
+    async def should_keep_recovering(self, ctx: ChatRecoveryContext) -> bool:
+        broken_hook_calls.append(f"keep:{ctx.incident_id}")
+        raise RuntimeError("this predicate is broken")
+
+
+keep_recovering_contexts: list[ChatRecoveryContext] = []
+
+
+class GivesUpAgent(ChatCompletionsAgent):
+    """Recovers once; `should_keep_recovering` declines every attempt after the first."""
+
+    name = "gives-up"
+    recovery = RecoveryPolicy(max_attempts=5, terminal_message="Given up.")
+
+    async def should_keep_recovering(self, ctx: ChatRecoveryContext) -> bool:
+        keep_recovering_contexts.append(ctx)
+        return False
+
+
+class ShortLivedAgent(ChatCompletionsAgent):
+    """Never recovers a turn that started more than a second ago."""
+
+    name = "short-lived"
+    recovery = RecoveryPolicy(max_age=timedelta(seconds=1), terminal_message="Too old.")
+
+
+boot_contexts: list[RecoveryBootContext] = []
+
+
+class BootObserverAgent(ChatCompletionsAgent):
+    """Records every recovery boot it is handed; keeps the default plan."""
+
+    name = "boot-observer"
+
+    async def on_recovery_boot(self, ctx: RecoveryBootContext) -> RecoveryBoot:
+        boot_contexts.append(ctx)
+        return ctx.default
 
 
 class LastFollowUpOnlyAgent(ChatCompletionsAgent):

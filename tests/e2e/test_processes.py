@@ -1,5 +1,6 @@
 """Perdure as its users run it: `perdure dev`, and separate worker and gateway processes."""
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +51,41 @@ async def test_perdure_dev_starts_everything_and_answers_with_the_demo_model(
     assert "tool-output-available" in streamed.types()
     assert (tmp_path / ".perdure" / "perdure.db").exists()
     assert (tmp_path / ".perdure" / "temporal.db").exists()
+
+
+async def test_perdure_dev_starts_quietly_and_a_process_managers_sigterm_stops_it_cleanly(
+    tmp_path: Path, processes: list[PerdureProcess]
+) -> None:
+    """A process manager signals the whole group, and `make run` forwards the same signal a
+    moment later: the two are one stop, not a forced one."""
+    port = free_port()
+    dev = PerdureProcess(
+        "dev",
+        {
+            "PERDURE_PORT": str(port),
+            "PERDURE_DATA_DIR": str(tmp_path / ".perdure"),
+            "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}",
+            "PERDURE_TEMPORAL_UI_PORT": str(free_port()),
+            "PERDURE_MODEL": "demo",
+        },
+        tmp_path,
+    ).start()
+    processes.append(dev)
+    await wait_healthy(f"http://127.0.0.1:{port}", dev, timeout=90)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+        await send(http, "quiet-chat", "hello")
+
+    dev.terminate()
+    await asyncio.sleep(0.05)
+    dev.terminate()
+    code = await dev.wait_exit(timeout=60)
+
+    output = dev.output()
+    assert code == 0, output
+    assert "Perdure is running" in output
+    assert "alembic" not in output, output  # no migration chatter unless asked
+    assert "Traceback" not in output and " ERROR " not in output, output
+    assert "second signal" not in output, output
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])

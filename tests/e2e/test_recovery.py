@@ -194,11 +194,77 @@ async def test_a_hook_that_declines_recovery_stops_cleanly(
 
 
 async def test_a_throwing_recovery_hook_falls_back_to_recovering(http: httpx.AsyncClient) -> None:
+    session = new_session()
+    agents.broken_hook_calls.clear()
+
     streamed = await send(
-        http, new_session(), unique("@count 40 @delay 2 @disconnect_after 10"), agent="broken-hook"
+        http,
+        session,
+        unique("@count 40 @delay 2 @disconnect_after 10 @disconnect_after 10"),
+        agent="broken-hook",
     )
 
     assert streamed.text() == counting(40)
+    (incident,) = set(agents.broken_hook_calls) - {
+        c for c in agents.broken_hook_calls if c.startswith("keep:")
+    }
+    # Both hooks were called and raised: on_chat_recovery on each attempt, the predicate on
+    # the second; each failure meant the default (recover).
+    assert agents.broken_hook_calls == [incident, f"keep:{incident}", incident]
+    assert len(notices(streamed)) == 2
+
+
+async def test_should_keep_recovering_is_asked_from_the_second_attempt_and_may_end_the_turn(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+    agents.keep_recovering_contexts.clear()
+
+    streamed = await send(
+        http,
+        session,
+        unique("@count 60 @delay 2 @disconnect_after 10 @disconnect_after 10"),
+        agent="gives-up",
+    )
+
+    assert [ctx.attempt for ctx in agents.keep_recovering_contexts] == [1]  # after progress
+    assert len(notices(streamed)) == 1
+    assert streamed.chunks[-1] == {"type": "error", "errorText": "Given up."}
+    events = (await http.get(f"/v1/sessions/{session}/events")).json()
+    (exhausted,) = [e for e in events if e["type"] == "chat.recovery.exhausted"]
+    assert "recovery_aborted" in exhausted["data"]["reason"]
+
+
+async def test_a_turn_older_than_the_policys_max_age_is_not_recovered(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+
+    streamed = await send(
+        http, session, unique("@count 60 @delay 40 @disconnect_after 40"), agent="short-lived"
+    )
+
+    assert notices(streamed) == []
+    assert streamed.chunks[-1] == {"type": "error", "errorText": "Too old."}
+    assert streamed.text().startswith(counting(40))  # the partial is kept
+    events = (await http.get(f"/v1/sessions/{session}/events")).json()
+    (exhausted,) = [e for e in events if e["type"] == "chat.recovery.exhausted"]
+    assert "max_age_exceeded" in exhausted["data"]["reason"]
+
+
+async def test_the_recovery_context_dates_the_turn_from_its_start(
+    http: httpx.AsyncClient,
+) -> None:
+    agents.recovery_contexts.clear()
+
+    await send(
+        http, new_session(), unique("@count 60 @delay 20 @disconnect_after 15"), agent="observed"
+    )
+
+    (ctx,) = agents.recovery_contexts
+    assert ctx.incident_seen_at is not None
+    # 15 deltas 20 ms apart streamed between the turn's start and the incident
+    assert (ctx.incident_seen_at - ctx.created_at).total_seconds() >= 0.3
 
 
 async def test_stashed_data_is_handed_to_the_recovery_hook(http: httpx.AsyncClient) -> None:
@@ -215,12 +281,24 @@ async def test_follow_ups_sent_during_a_recovery_run_afterwards_in_order(
     http: httpx.AsyncClient,
 ) -> None:
     session = new_session()
+    agents.boot_contexts.clear()
     first, second, third = await asyncio.gather(
-        send(http, session, unique("@count 60 @delay 5 @disconnect_after 20"), message_id="u1"),
+        send(
+            http,
+            session,
+            unique("@count 60 @delay 5 @disconnect_after 20"),
+            message_id="u1",
+            agent="boot-observer",
+        ),
         later(0.1, send(http, session, "@count 3", message_id="u2")),
         later(0.2, send(http, session, "@count 4", message_id="u3")),
     )
 
+    # The recovery booted with both follow-ups queued behind the interrupted turn.
+    (boot,) = agents.boot_contexts
+    assert [f.message.id for f in boot.queued] == ["u2", "u3"]
+    assert boot.in_flight_user.id == "u1" and boot.partial is not None
+    assert len(notices(first)) == 1
     assert first.text() == counting(60)
     assert (second.text(), third.text()) == (counting(3), counting(4))
     history = (await http.get(f"/api/chat/{session}/messages")).json()

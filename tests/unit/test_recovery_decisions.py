@@ -6,7 +6,13 @@ import pytest
 
 from domain.continuation import step_state
 from domain.policy import RecoveryPolicy
-from domain.recovery import Incident, evaluate_incident, progress_of, recovery_kind
+from domain.recovery import (
+    Incident,
+    aborted_by_predicate,
+    evaluate_incident,
+    progress_of,
+    recovery_kind,
+)
 from domain.reducer import reduce_chunks
 
 POLICY = RecoveryPolicy(max_attempts=3, no_progress_timeout=timedelta(seconds=60))
@@ -37,8 +43,53 @@ def test_a_turn_is_retried_only_when_nothing_was_streamed(
     assert recovery_kind(reduce_chunks(log)) == kind
 
 
-def test_recovery_notices_are_not_progress() -> None:
-    assert progress_of([START, STEP, NOTICE, *TEXT, NOTICE]) == 4
+def test_recovery_notices_and_step_boundaries_are_not_progress() -> None:
+    assert progress_of([START, STEP, NOTICE, *TEXT, NOTICE]) == 2
+
+
+def test_what_a_recovery_attempt_writes_itself_is_not_progress() -> None:
+    """An attempt that only closes the open text, repairs a call and opens a step, then dies
+    again, made no progress: the in-a-row budget is not reset by it."""
+    interrupted = [START, STEP, *TEXT, {"type": "tool-input-available", "toolCallId": "c"}]
+    repaired = [
+        *interrupted,
+        NOTICE,
+        {"type": "text-end", "id": "t"},
+        {"type": "tool-output-error", "toolCallId": "c", "errorText": "interrupted"},
+        {"type": "finish-step"},
+        {"type": "start-step"},
+    ]
+
+    assert progress_of(repaired) == progress_of(interrupted)
+
+
+def test_a_turn_older_than_max_age_is_exhausted_before_any_other_budget() -> None:
+    policy = RecoveryPolicy(max_attempts=1, max_age=timedelta(seconds=30))
+
+    decision = evaluate_incident(
+        incident(1, 5),
+        incident_id="i",
+        kind="continue",
+        progress=5,
+        now=100.0,
+        policy=policy,
+        turn_started_at=60.0,
+    )
+
+    assert decision.exhausted == "max_age_exceeded"
+
+
+def test_a_declining_predicate_exhausts_as_recovery_aborted_unless_a_budget_came_first() -> None:
+    within = evaluate_incident(
+        incident(1, 5), incident_id="i", kind="continue", progress=5, now=10.0, policy=POLICY
+    )
+    stale = evaluate_incident(
+        incident(1, 5), incident_id="i", kind="continue", progress=5, now=100.0, policy=POLICY
+    )
+
+    assert aborted_by_predicate(within).exhausted == "recovery_aborted"
+    assert aborted_by_predicate(within).incident.status == "exhausted"
+    assert aborted_by_predicate(stale).exhausted == "no_progress_timeout"
 
 
 def incident(
