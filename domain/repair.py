@@ -43,7 +43,9 @@ def default_repair(part: dict[str, Any]) -> dict[str, Any]:
 
 
 def repair_chunks(original: dict[str, Any], repaired: dict[str, Any]) -> list[Chunk]:
-    """The log entries that turn `original` into `repaired` (the log is append-only)."""
+    """The log entries that turn `original` into `repaired` (the log is append-only):
+    `repaired` is the tool part settled (`output-available` or `output-error`), or a text part
+    (`{"type": "text", "text": …}`) that stands in for the call."""
     call_id = original["toolCallId"]
     name = original["type"].removeprefix("tool-")
     if original["type"] == "dynamic-tool":
@@ -58,6 +60,18 @@ def repair_chunks(original: dict[str, Any], repaired: dict[str, Any]) -> list[Ch
                 "input": repaired.get("input") if isinstance(repaired.get("input"), dict) else {},
             }
         )
+    if repaired.get("type") == "text":
+        # The log is append-only and every provider needs each call answered, so the call
+        # keeps an errored result carrying the text, and the text follows as a part of its own.
+        text = str(repaired.get("text") or INTERRUPTED_TOOL_TEXT)
+        text_id = f"repair-{call_id}"
+        return [
+            *chunks,
+            {"type": "tool-output-error", "toolCallId": call_id, "errorText": text},
+            {"type": "text-start", "id": text_id},
+            {"type": "text-delta", "id": text_id, "delta": text},
+            {"type": "text-end", "id": text_id},
+        ]
     if repaired.get("state") == "output-available":
         chunks.append(
             {

@@ -119,7 +119,11 @@ class Agent:
 
     async def repair_interrupted_tool_part(self, part: dict[str, Any]) -> dict[str, Any]:
         """Settle a tool part that never got a result (its call was interrupted). The default
-        records an error so the model knows, and the call is never silently re-run."""
+        records an error so the model knows, and the call is never silently re-run. Return the
+        part with `state` `output-available` (and `output`) to record a result instead, or a
+        text part (`{"type": "text", "text": ...}`) to say it in words: the call then keeps an
+        errored result with that text (every provider needs each call answered), followed by
+        the text. An exception, or running past `hook_timeout`, means the default."""
         return default_repair(part)
 
     async def on_recovery_boot(self, ctx: RecoveryBootContext) -> RecoveryBoot:

@@ -142,6 +142,24 @@ class ShortLivedAgent(ChatCompletionsAgent):
 
 
 boot_contexts: list[RecoveryBootContext] = []
+raising_hook_calls: list[str] = []
+
+
+class RaisingEndingsAgent(ChatCompletionsAgent):
+    """`on_exhausted` and `on_recovery_boot` both raise (after recording the call)."""
+
+    name = "raising-endings"
+    recovery = RecoveryPolicy(
+        max_attempts=2, stall_timeout=timedelta(milliseconds=500), terminal_message="Ended."
+    )
+
+    async def on_exhausted(self, ctx: ExhaustedContext) -> None:
+        raising_hook_calls.append("on_exhausted")
+        raise RuntimeError("on_exhausted is broken")
+
+    async def on_recovery_boot(self, ctx: RecoveryBootContext) -> RecoveryBoot:
+        raising_hook_calls.append("on_recovery_boot")
+        raise RuntimeError("on_recovery_boot is broken")
 
 
 class BootObserverAgent(ChatCompletionsAgent):
@@ -247,3 +265,18 @@ class FiberAgent(FiberTools, ChatCompletionsAgent):
     """Serves the fibers of tests/fiber_agents.py (and a tool that starts one)."""
 
     name = "fibers"
+
+
+counted_runs: list[str] = []
+
+
+class CountingToolsAgent(ChatCompletionsAgent):
+    """An idempotent tool that records each run (in this process)."""
+
+    name = "counting-tools"
+
+    @tool
+    async def counted(self, label: str) -> str:
+        """Record that it ran."""
+        counted_runs.append(label)
+        return f"counted {label}"

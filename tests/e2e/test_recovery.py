@@ -326,3 +326,41 @@ async def test_a_recovery_boot_hook_can_drop_queued_follow_ups(http: httpx.Async
     await wait_idle(http, session)
     history = (await http.get(f"/api/chat/{session}/messages")).json()
     assert [m["id"] for m in history if m["role"] == "user"] == ["u1", "u3"]
+
+
+async def test_an_on_exhausted_hook_that_raises_still_ends_the_turn_with_the_terminal_message(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+    agents.raising_hook_calls.clear()
+
+    script = "@count 30 @stall_after 4 @stall_after 0 x100"
+    streamed = await send(http, session, unique(script), agent="raising-endings")
+
+    assert agents.raising_hook_calls == ["on_exhausted"]
+    assert streamed.chunks[-1] == {"type": "error", "errorText": "Ended."}
+    await wait_idle(http, session)
+    following = await send(http, session, "and now?", agent="default")
+    assert following.text() == "You said: and now?"
+
+
+async def test_a_recovery_boot_hook_that_raises_falls_back_to_the_default_plan(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+    agents.raising_hook_calls.clear()
+    first, second, third = await asyncio.gather(
+        send(
+            http,
+            session,
+            unique("@count 60 @delay 5 @disconnect_after 20"),
+            message_id="u1",
+            agent="raising-endings",
+        ),
+        later(0.1, send(http, session, "@count 3", message_id="u2")),
+        later(0.2, send(http, session, "@count 4", message_id="u3")),
+    )
+
+    assert agents.raising_hook_calls == ["on_recovery_boot"]
+    assert len(notices(first)) == 1
+    assert (first.text(), second.text(), third.text()) == (counting(60), counting(3), counting(4))

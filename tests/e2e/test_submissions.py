@@ -73,6 +73,30 @@ async def test_the_same_key_returns_the_same_submission_and_an_id_naming_another
     assert named_again.json()["accepted"] is False
 
 
+async def test_a_key_and_an_id_naming_two_different_submissions_is_409_and_records_nothing(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+    by_key = (await submit(http, session, "@count 2", idempotencyKey="k1")).json()
+    by_id = (
+        await submit(
+            http, session, "@count 2", idempotencyKey="k2", submissionId=f"named-{session}"
+        )
+    ).json()
+
+    clash = await submit(
+        http, session, "@count 2", idempotencyKey="k1", submissionId=by_id["submissionId"]
+    )
+
+    assert by_key["submissionId"] != by_id["submissionId"]
+    assert clash.status_code == 409
+    assert clash.json()["error"]["code"] == "submission_conflict"
+    listed = (await http.get(f"/v1/sessions/{session}/submissions")).json()
+    assert sorted(s["submissionId"] for s in listed["data"]) == sorted(
+        [by_key["submissionId"], by_id["submissionId"]]
+    )
+
+
 async def test_wait_answers_when_the_turn_has_ended(http: httpx.AsyncClient) -> None:
     response = await submit(http, new_session(), "@count 3", wait=True, waitSeconds=30)
 

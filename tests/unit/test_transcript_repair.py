@@ -81,7 +81,7 @@ def test_the_default_repair_records_an_error_result(
     assert repaired is not None and repaired["state"] == "output-error"
 
 
-def test_an_agent_may_repair_with_a_result_instead() -> None:
+def test_a_repair_to_a_result_is_logged_as_the_calls_output() -> None:
     (part,) = unsettled_tool_parts(reduce_chunks([AVAILABLE]))
 
     chunks = repair_chunks(part, {**part, "state": "output-available", "output": "assumed done"})

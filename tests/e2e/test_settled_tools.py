@@ -1,0 +1,78 @@
+"""A tool call whose result is recorded is never run again, whatever retries its activity."""
+
+import dataclasses
+import uuid
+
+from temporalio.testing import ActivityEnvironment
+
+from activities.tool_call import ToolCallActivity
+from domain.payloads import RunToolInput
+from domain.ui import UIMessage
+from perdure.agents_registry import load_agents
+from storage.bus import ChunkBus
+from storage.chunks import LogWriter, append_chunks, load_log
+from storage.db import Database
+from storage.submissions import submit
+from tests import agents
+from tests.e2e.chat_client import user_message
+
+TOOL_ACTIVITY_ID = "2"
+
+
+async def test_a_retry_after_a_crash_that_followed_an_idempotent_tools_result_runs_it_not_again(
+    store: Database,
+) -> None:
+    """The worker died after the tool's result was logged, before Temporal heard of it: the
+    activity's next attempt finds the call settled and returns without running the tool."""
+    label = uuid.uuid4().hex[:8]
+    outcome = await submit(
+        store,
+        tenant_id="default",
+        chat_id=f"settled-{label}",
+        agent="counting-tools",
+        message=UIMessage.model_validate(user_message(f"count {label}")),
+        idempotency_key=f"settled-{label}",
+    )
+    submission = outcome.submission
+    message_id = submission.assistant_message_id
+    await append_chunks(
+        store,
+        message_id=message_id,
+        chunks=[
+            {"type": "start", "messageId": message_id},
+            {"type": "start-step"},
+            {
+                "type": "tool-input-available",
+                "toolCallId": "call-1",
+                "toolName": "counted",
+                "input": {"label": label},
+            },
+        ],
+        writer=LogWriter(key="activity:1", attempt=1),
+    )
+    await append_chunks(  # what the tool's first attempt logged before its worker died
+        store,
+        message_id=message_id,
+        chunks=[{"type": "tool-output-available", "toolCallId": "call-1", "output": "counted"}],
+        writer=LogWriter(key=f"activity:{TOOL_ACTIVITY_ID}", attempt=1),
+    )
+    logged = await load_log(store, message_id=message_id)
+    tool = ToolCallActivity(
+        db=store, bus=ChunkBus(reliable=False), agents=load_agents("tests.agents")
+    )
+    retry = ActivityEnvironment()
+    retry.info = dataclasses.replace(retry.info, activity_id=TOOL_ACTIVITY_ID, attempt=2)
+
+    await retry.run(
+        tool.run_tool,
+        RunToolInput(
+            submission_id=submission.id,
+            session_id=submission.session_id,
+            assistant_message_id=message_id,
+            agent="counting-tools",
+            tool_call_id="call-1",
+        ),
+    )
+
+    assert label not in agents.counted_runs
+    assert await load_log(store, message_id=message_id) == logged
