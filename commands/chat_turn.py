@@ -203,7 +203,9 @@ class TurnFollower:
     def _request_stop(self) -> None:
         self.stopping = True
         try:
-            self.gateway.request("POST", f"/api/chat/{self.chat_id}/stop")
+            # The turn this chat watches, when known: a stop never reaches a later one.
+            params = {"submissionId": self.submission_id} if self.submission_id else None
+            self.gateway.request("POST", f"/api/chat/{self.chat_id}/stop", params=params)
         except GatewayError as error:
             # A new chat whose first message never reached the gateway: nothing runs.
             if error.code != "session_not_found":
