@@ -16,7 +16,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from activities._support import heartbeating, run_hook
+from activities._support import call_hook, heartbeating, run_hook
 from domain.fiber_payloads import (
     MAX_FIBER_METADATA_BYTES,
     MAX_FIBER_PAYLOAD_BYTES,
@@ -37,6 +37,7 @@ from perdure.fibers import (
     FiberCancelled,
     FiberContext,
     FiberDefinition,
+    FiberRecovery,
     FiberStart,
     FiberStarter,
     FiberState,
@@ -174,11 +175,10 @@ class FiberActivities:
             log.info("fiber %s (%s.%s) started", run.fiber_id, run.agent, run.name)
         if claim.outcome == "recover":
             log.info("fiber %s recovered (attempt %d)", run.fiber_id, claim.attempt)
-            await run_hook(
-                "on_fiber_recovered",
-                lambda: agent.on_fiber_recovered(ctx),
-                limit=agent.hook_timeout.total_seconds(),
-            )
+            decided = await self._recovered(agent, ctx)
+            if decided is not None:
+                await self._end_as_decided(ctx, decided)
+                return
         ran = await self._invoke(agent, definition, ctx, payload)
         if ran.status == "error":
             await self._settle_error(run.fiber_id, ran.error or "", "raised", claim.attempt)
@@ -193,6 +193,50 @@ class FiberActivities:
                 result=ran.result,
                 event={},
             )
+
+    @staticmethod
+    async def _recovered(agent: Agent, ctx: FiberContext) -> FiberRecovery | None:
+        """The agent's decision for a recovered fiber; None (run it again) when the hook
+        fails, overruns its time or answers something else."""
+        try:
+            decided = await call_hook(
+                "on_fiber_recovered",
+                lambda: agent.on_fiber_recovered(ctx),
+                limit=agent.hook_timeout.total_seconds(),
+            )
+        except Exception:
+            log.exception("on_fiber_recovered failed; fiber %s runs again", ctx.fiber_id)
+            return None
+        if decided is not None and not isinstance(decided, FiberRecovery):
+            log.error(
+                "on_fiber_recovered returned %s, not a FiberRecovery or None; fiber %s runs again",
+                type(decided).__name__,
+                ctx.fiber_id,
+            )
+            return None
+        return decided
+
+    async def _end_as_decided(self, ctx: FiberContext, decided: FiberRecovery) -> None:
+        if decided.snapshot is not None:
+            await ctx.stash(decided.snapshot)
+        result = to_jsonable_python(decided.result) if decided.status == "completed" else None
+        error = (
+            (decided.error or "ended by on_fiber_recovered") if decided.status == "error" else None
+        )
+        if result is not None and json_size(result) > MAX_FIBER_RESULT_BYTES:
+            result = None
+            error = f"the result is over {MAX_FIBER_RESULT_BYTES} bytes of JSON"
+        status = "error" if error is not None else decided.status
+        log.info("fiber %s ended by on_fiber_recovered: %s", ctx.fiber_id, status)
+        await settle_fiber(
+            self._db,
+            fiber_id=ctx.fiber_id,
+            status=status,
+            attempt=ctx.attempt,
+            result=result,
+            error=error,
+            event={"decidedBy": "on_fiber_recovered", **({"error": error} if error else {})},
+        )
 
     def _context(self, claim: Claim, *, stash: bool) -> FiberContext:
         fiber = claim.fiber

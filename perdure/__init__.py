@@ -6,6 +6,7 @@ from perdure.agent import Agent, TurnContext
 from perdure.fibers import (
     FiberCancelled,
     FiberContext,
+    FiberRecovery,
     FiberStart,
     FiberState,
     fiber,
@@ -28,6 +29,7 @@ __all__ = [
     "ChatRecoveryContext",
     "ClientTool",
     "ExhaustedContext",
+    "FiberRecovery",
     "FiberCancelled",
     "FiberContext",
     "FiberStart",

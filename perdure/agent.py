@@ -9,7 +9,7 @@ from domain.concurrency import DEFAULT_DEBOUNCE_MS, ConcurrencyStrategy
 from domain.policy import RecoveryPolicy
 from domain.recovery_boot import RecoveryBoot
 from domain.repair import default_repair
-from perdure.fibers import FiberContext, FiberDefinition, fiber_definition
+from perdure.fibers import FiberContext, FiberDefinition, FiberRecovery, fiber_definition
 from perdure.recovery import (
     ChatRecoveryContext,
     ExhaustedContext,
@@ -144,7 +144,10 @@ class Agent:
         """Called when a fiber of this agent completes, with its result (at least once: a
         worker dying right after it may see it called again)."""
 
-    async def on_fiber_recovered(self, ctx: FiberContext) -> None:
+    async def on_fiber_recovered(self, ctx: FiberContext) -> FiberRecovery | None:
         """Called before a fiber interrupted by a crash runs again, with `ctx.snapshot` (its
-        last stash): reconnect to external work here. `ctx.stash()` works; a failure or a
-        timeout is logged and the fiber runs anyway."""
+        last stash): reconnect to external work here. `ctx.stash()` works. Return None to run
+        the method again, or a `FiberRecovery` to end the fiber now instead (`completed` with
+        a result, `error`, `cancelled`; optionally with the snapshot it keeps). A failure or
+        a timeout is logged and the fiber runs anyway."""
+        return None

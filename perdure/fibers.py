@@ -17,7 +17,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol, get_type_hints, overload
+from typing import Any, Literal, Protocol, get_type_hints, overload
 
 from pydantic import TypeAdapter
 from pydantic_core import to_jsonable_python
@@ -42,6 +42,20 @@ _NAME = re.compile(FIBER_NAME_PATTERN)
 
 class FiberCancelled(Exception):
     """Raised by `ctx.check_cancelled()` once the fiber has been cancelled."""
+
+
+@dataclass(frozen=True)
+class FiberRecovery:
+    """What `on_fiber_recovered` may decide instead of running the method again (the seeds'
+    `{status, snapshot, error}`): the fiber ends now, with this status."""
+
+    status: Literal["completed", "error", "cancelled"]
+    result: Any = None
+    """With `completed`: the fiber's result (JSON, at most 1 MB)."""
+    error: str | None = None
+    """With `error`: why (default: "ended by on_fiber_recovered")."""
+    snapshot: Any = None
+    """When given (not None): the snapshot the fiber keeps, replacing its last stash."""
 
 
 def json_size(data: Any) -> int:
