@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from perdure import FiberContext, fiber, run_fiber, start_fiber, tool
+from perdure import FiberContext, fiber, run_fiber, start_fiber, stash, tool
 
 completed_fibers: list[tuple[FiberContext, Any]] = []
 """Every `on_fiber_complete` call of this process: (ctx, result)."""
@@ -71,6 +71,24 @@ class FiberTools:
         await asyncio.wait_for(ctx.cancellation.wait(), timeout=60)
         await ctx.stash({"waiting": False, "noticed": True})
         return "stopped"
+
+    @fiber(name="overrun", max_run_time=timedelta(seconds=1), max_attempts=2)
+    async def overrun(self, ctx: FiberContext) -> str:
+        """Outlive every attempt's time limit (each attempt is cut off and recovered)."""
+        await ctx.stash({"attempt": ctx.attempt})
+        await asyncio.sleep(30)
+        return "never"
+
+    @fiber(name="stash-own-id")
+    async def stash_own_id(self, ctx: FiberContext, payload: dict[str, Any]) -> list[Any]:
+        """Stash this fiber's id through `perdure.stash()` `rounds` times, yielding between
+        stashes; return every snapshot it saw (each must be its own)."""
+        seen = []
+        for n in range(int(payload.get("rounds", 20))):
+            await stash({"fiber": ctx.fiber_id, "n": n})
+            await asyncio.sleep(0.001)
+            seen.append(ctx.snapshot)
+        return seen
 
     @fiber
     async def fail(self, ctx: FiberContext, payload: dict[str, Any]) -> None:

@@ -353,3 +353,34 @@ async def test_a_tenant_never_sees_or_changes_another_tenants_fiber(stack: Stack
         assert theirs["accepted"] is True
         assert theirs["fiberId"] != fiber_id
         assert (await api.get(f"/v1/fibers/{fiber_id}", headers=alpha)).status_code == 200
+
+
+async def test_a_fiber_whose_every_attempt_overruns_ends_in_error_after_its_max_attempts(
+    http: httpx.AsyncClient,
+) -> None:
+    """Each attempt is cut off at `max_run_time` and recovered, up to `max_attempts` (2)."""
+    fiber_id = (await start(http, "overrun")).json()["fiberId"]
+
+    fiber = await ended(http, fiber_id)
+
+    assert fiber["status"] == "error"
+    assert fiber["attempts"] == 2
+    assert fiber["error"].startswith("gave up after its last allowed attempt")
+    assert fiber["snapshot"] == {"attempt": 2}
+    types = await event_types(http, fiber_id)
+    assert types == ["fiber.started", "fiber.recovered", "fiber.failed"]
+
+
+async def test_concurrent_fibers_each_stash_only_their_own_snapshot(
+    http: httpx.AsyncClient,
+) -> None:
+    """`perdure.stash()` finds its fiber by context: fibers running side by side in one
+    worker never write each other's snapshot."""
+    ids = [(await start(http, "stash-own-id", {"rounds": 20})).json()["fiberId"] for _ in range(4)]
+
+    fibers = await asyncio.gather(*(ended(http, fiber_id) for fiber_id in ids))
+
+    for fiber_id, fiber in zip(ids, fibers, strict=True):
+        assert fiber["status"] == "completed", fiber
+        assert {seen["fiber"] for seen in fiber["result"]} == {fiber_id}
+        assert fiber["snapshot"] == {"fiber": fiber_id, "n": 19}
