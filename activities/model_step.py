@@ -267,6 +267,7 @@ class ModelStepActivity:
             and estimate_tokens(request.system, request.conversation) > threshold
         ):
             request = await compacted("threshold") or request
+        stall = await turn_stall_timeout(agent, context)
         with genai_spans.model_call(
             model,
             session_id=step.session_id,
@@ -282,6 +283,7 @@ class ModelStepActivity:
                 log_step,
                 agent,
                 step,
+                stall,
                 on_overflow=lambda: compacted("context_overflow"),
             )
             usage = chunker.finish
@@ -315,6 +317,7 @@ class ModelStepActivity:
         log_step: int,
         agent: Agent,
         step: ModelStepInput,
+        stall: float,
         on_overflow: Callable[[], Awaitable[ModelRequest | None]] | None = None,
     ) -> StepChunker:
         """Stream the step; fall back from a lost resumable response to a prefill, from a
@@ -322,7 +325,6 @@ class ModelStepActivity:
         compacted request (once)."""
         attempt = activity.info().attempt
         chunker = StepChunker(step.step, attempt=attempt, open_text_id=state.open_text_id)
-        stall = agent.recovery.stall_timeout.total_seconds()
         while True:
             target = StreamTarget(writer=writer, chunker=chunker, log_step=log_step)
             try:
@@ -392,6 +394,23 @@ async def cancel_at_provider(provider: Provider, cursor: dict[str, Any] | None) 
             await provider.cancel(str(cursor["response_id"]))
     except Exception as error:  # noqa: BLE001 - the turn ends either way
         log.warning("could not cancel response %s at %s: %s", cursor, provider.label, error)
+
+
+async def turn_stall_timeout(agent: Agent, context: TurnContext) -> float:
+    """The agent's stall timeout for this turn, in seconds (the policy's if its hook fails)."""
+    try:
+        chosen = await call_hook(
+            "stall_timeout",
+            lambda: agent.stall_timeout(context),
+            limit=agent.hook_timeout.total_seconds(),
+        )
+        seconds = chosen.total_seconds()
+        if seconds <= 0:
+            raise ValueError(f"stall_timeout must be positive, not {chosen}")
+        return seconds
+    except Exception:
+        log.exception("stall_timeout failed; using the recovery policy's")
+        return agent.recovery.stall_timeout.total_seconds()
 
 
 def stash_writer(db: Database, submission_id: str) -> Callable[[Any], Awaitable[None]]:

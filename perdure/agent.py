@@ -95,6 +95,13 @@ class Agent:
         """The system prompt for this turn; override to make it dynamic."""
         return self.system_prompt
 
+    async def stall_timeout(self, ctx: TurnContext) -> timedelta:
+        """How long this turn's model steps may go without a provider chunk before the stream
+        is aborted and recovered (asked at every model step; default: the recovery policy's
+        `stall_timeout`). A slow reasoning turn may want longer than a quick one. An
+        exception, or running past `hook_timeout`, means the policy's."""
+        return self.recovery.stall_timeout
+
     async def on_turn_start(self, ctx: TurnContext) -> None:
         """Called before the first model call of a turn (at least once: a worker dying right
         after it may see it called again on the retry)."""

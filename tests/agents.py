@@ -280,3 +280,13 @@ class CountingToolsAgent(ChatCompletionsAgent):
         """Record that it ran."""
         counted_runs.append(label)
         return f"counted {label}"
+
+
+class PatientTurnsAgent(ChatCompletionsAgent):
+    """Its policy aborts a stream silent for half a second; its turns allow three."""
+
+    name = "patient-turns"
+    recovery = RecoveryPolicy(max_attempts=3, stall_timeout=timedelta(milliseconds=500))
+
+    async def stall_timeout(self, ctx: TurnContext) -> timedelta:
+        return timedelta(seconds=3)

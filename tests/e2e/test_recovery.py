@@ -364,3 +364,14 @@ async def test_a_recovery_boot_hook_that_raises_falls_back_to_the_default_plan(
     assert agents.raising_hook_calls == ["on_recovery_boot"]
     assert len(notices(first)) == 1
     assert (first.text(), second.text(), third.text()) == (counting(60), counting(3), counting(4))
+
+
+async def test_an_agent_may_give_a_turn_its_own_stall_timeout(http: httpx.AsyncClient) -> None:
+    """The policy's 0.5 s would abort a first token 1.5 s away; the turn's 3 s does not."""
+    session = new_session()
+
+    streamed = await send(http, session, unique("@ttft 1500 @count 5"), agent="patient-turns")
+
+    assert streamed.text() == counting(5)
+    assert notices(streamed) == []
+    assert "chat.stream.stalled" not in await events_of(http, session)
