@@ -33,6 +33,7 @@ from domain.conversation import to_conversation
 from domain.names import MODEL_STEP_ACTIVITY
 from domain.payloads import ModelStepInput, ModelStepResult, ToolCallRef, WaitKind
 from domain.provider_events import ToolCallEnd
+from domain.recovery_boot import dropped_step_chunks
 from domain.reducer import reduce_chunks
 from domain.step_chunks import StepChunker
 from domain.turn_chunks import REGENERATE_NOTICE, close_open_text, pending_tool_calls, start_chunk
@@ -119,6 +120,19 @@ class ModelStepActivity:
             finally:
                 unbind_stash(token)
 
+    @staticmethod
+    def _dropped(log_so_far: list[Chunk], step: ModelStepInput) -> list[Chunk]:
+        """The recovery boot plan left the partial out: close the interrupted step, drop it
+        from what the model is sent, and open a fresh one (no prefill: an answer afresh)."""
+        reduction = reduce_chunks(log_so_far)
+        if reduction.steps <= step.step:
+            return []  # nothing of this step was streamed: nothing to drop
+        if not reduction.step_open:
+            log.warning("recovery boot: step %d finished already; it is not dropped", step.step)
+            return []
+        closing = dropped_step_chunks(reduction.open_text_id, True, step.step)
+        return [*closing, {"type": "start-step"}]
+
     async def _agent(self, name: str, tenant_id: str) -> Agent:
         """The turn's agent; an unknown one ends the turn naming only the served agents its
         tenant may use (the gateway admitted the name: it is allowed, but nobody serves it)."""
@@ -162,13 +176,15 @@ class ModelStepActivity:
             except ApplicationError:
                 await cancel_at_provider(provider, submission.provider_cursor)
                 raise
-            history = start.history
+            history = start.boot.history
         if first_attempt_wrote_nothing:
             # `start` always opens the log, even when a recovery notice follows at once.
             add([start_chunk(step.assistant_message_id, step.submission_id)])
             await run_hook("on_turn_start", lambda: agent.on_turn_start(context), limit=limit)
         if recovering:
-            add([start.notice])
+            add([start.notice, *start.boot.tool_results])
+            if start.boot.drop_partial:
+                add(self._dropped(log_so_far, step))
         tools = agent.tools()
         client_tools = turn_client_tools(agent, submission)
         state = step_state(reduce_chunks(log_so_far), step.step)
@@ -200,6 +216,9 @@ class ModelStepActivity:
             add([{"type": "start-step"}])
         log_step = reduce_chunks(log_so_far).steps - 1
 
+        if history is None and submission.boot_history is not None:
+            # A recovery boot plan's history holds for the rest of the turn.
+            history = [UIMessage.model_validate(m) for m in submission.boot_history]
         if history is None:
             history = inputs.path
         if state.prior_parts:

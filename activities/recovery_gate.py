@@ -6,7 +6,7 @@ go on, and raises a non-retryable failure when the budget is spent or the agent 
 """
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from temporalio.client import Client
@@ -28,7 +28,14 @@ from domain.recovery import (
     recovery_kind,
     recovery_notice,
 )
-from domain.recovery_boot import FollowUp, RecoveryBoot, default_boot, skipped_follow_ups
+from domain.recovery_boot import (
+    FollowUp,
+    RecoveryBoot,
+    default_boot,
+    skipped_follow_ups,
+    synthesized_results,
+    unanswered_calls,
+)
 from domain.reducer import Reduction
 from domain.ui import Chunk, UIMessage
 from perdure.agent import Agent
@@ -36,7 +43,7 @@ from perdure.recovery import ChatRecoveryContext, RecoveryBootContext, RecoveryO
 from storage.db import Database
 from storage.incidents import load_incident, save_incident
 from storage.sessions import chat_id_of
-from storage.submissions import apply_recovery_plan, queued_after
+from storage.submissions import apply_recovery_plan, queued_after, save_boot_history
 from storage.tables import Submission
 from storage.timing import now
 from telemetry import metrics
@@ -45,17 +52,32 @@ from turn_control.client import signal_turn
 log = logging.getLogger(__name__)
 
 
+def partial_id(step: ModelStepInput) -> str:
+    return step.assistant_message_id
+
+
 def turn_started_at(submission: Submission) -> float:
     """When the turn began to run (a queued one: when it was admitted)."""
     return submission.started_at or submission.created_at
 
 
 @dataclass(frozen=True)
+class BootDecision:
+    """What `on_recovery_boot`'s plan changes for the recovered turn."""
+
+    history: list[UIMessage] | None = None
+    """Another conversation before the answer, replacing the active path."""
+    drop_partial: bool = False
+    """The plan left the partial out: the model answers afresh, never seeing it."""
+    tool_results: list[Chunk] = field(default_factory=list)
+    """Results the plan gave the partial's pending tool calls."""
+
+
+@dataclass(frozen=True)
 class RecoveryStart:
     notice: Chunk
     """The transient `data-recovery` chunk clients see."""
-    history: list[UIMessage] | None
-    """A conversation chosen by `on_recovery_boot`, replacing the active path."""
+    boot: BootDecision = field(default_factory=BootDecision)
 
 
 class RecoveryGate:
@@ -145,10 +167,10 @@ class RecoveryGate:
                 type=RECOVERY_SKIPPED,
                 non_retryable=True,
             )
-        chosen = await self._boot(agent, submission, history, reduction, step)
+        boot = await self._boot(agent, submission, history, reduction, step)
         return RecoveryStart(
             notice=recovery_notice(incident, max_attempts=policy.max_attempts, action=kind),
-            history=chosen,
+            boot=boot,
         )
 
     async def completed(self, submission: Submission) -> None:
@@ -238,14 +260,10 @@ class RecoveryGate:
         history: list[UIMessage],
         reduction: Reduction,
         step: ModelStepInput,
-    ) -> list[UIMessage] | None:
+    ) -> BootDecision:
+        """Trigger.dev's recovery boot: asked when there is a partial to go on from or
+        follow-ups queued behind the turn."""
         queued = await queued_after(self._db, session_id=submission.session_id)
-        if not queued or not history:
-            return None
-        follow_ups = [
-            FollowUp(submission_id=q.id, message=UIMessage.model_validate(q.user_message))
-            for q in queued
-        ]
         partial = (
             UIMessage.model_validate(
                 {"id": step.assistant_message_id, "role": "assistant", "parts": reduction.parts}
@@ -253,7 +271,14 @@ class RecoveryGate:
             if reduction.parts
             else None
         )
+        if not history or (not queued and partial is None):
+            return BootDecision()
+        follow_ups = [
+            FollowUp(submission_id=q.id, message=UIMessage.model_validate(q.user_message))
+            for q in queued
+        ]
         default = default_boot(history[:-1], history[-1], partial, follow_ups)
+        pending = unanswered_calls(reduction)
         context = RecoveryBootContext(
             session_id=submission.session_id,
             request_id=submission.id,
@@ -262,6 +287,7 @@ class RecoveryGate:
             in_flight_user=history[-1],
             partial=partial,
             queued=follow_ups,
+            pending_tool_calls=pending,
         )
         try:
             plan = await call_hook(
@@ -272,10 +298,24 @@ class RecoveryGate:
         except Exception:
             log.exception("on_recovery_boot failed; using the default chain")
             plan = default
-        await self._apply_follow_ups(submission, queued, follow_ups, plan)
+        if queued:
+            await self._apply_follow_ups(submission, queued, follow_ups, plan)
         if plan.chain == default.chain:
-            return None
-        return [m for m in plan.chain if m.id != step.assistant_message_id]
+            return BootDecision()
+        chain = plan.chain
+        planned_partial = chain[-1] if chain and chain[-1].id == partial_id(step) else None
+        before = [m for m in chain if m.id != partial_id(step)]
+        if before != history and not await save_boot_history(
+            self._db,
+            submission_id=submission.id,
+            messages=[m.model_dump(mode="json") for m in before],
+        ):
+            log.warning("recovery boot history too large to keep: this model call only")
+        return BootDecision(
+            history=None if before == history else before,
+            drop_partial=partial is not None and planned_partial is None,
+            tool_results=synthesized_results(reduction, planned_partial),
+        )
 
     async def _apply_follow_ups(
         self,

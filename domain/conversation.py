@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from domain.ui import UIMessage
+from domain.ui import DROPPED_STEP, UIMessage
 
 
 class ToolCall(BaseModel):
@@ -83,6 +83,8 @@ def _assistant_items(message: UIMessage) -> list[ConversationItem]:
         part_type = part_model.type
         if part_type == "step-start":
             close_step()
+        elif part_type == DROPPED_STEP:
+            current, results = AssistantItem(), []
         elif part_type == "text":
             current.text += str(part.get("text", ""))
         elif part_type.startswith("tool-") or part_type == "dynamic-tool":

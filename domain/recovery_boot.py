@@ -1,14 +1,20 @@
-"""Follow-ups sent while a turn was interrupted (Trigger.dev's recovery boot).
+"""What a recovered turn goes on from (Trigger.dev's recovery boot).
 
 Perdure admits one submission per session at a time, so follow-ups wait as queued submissions
 and are never spliced into the interrupted turn. The default chain the recovery continues is
 `[…settled, first in-flight user, partial]`; the queued follow-ups then run as fresh turns in
-the order they were sent. An agent's `on_recovery_boot` may change both.
+the order they were sent. An agent's `on_recovery_boot` may change both: leave the partial out
+of the chain to drop it (the model answers afresh), settle its pending tool calls in the
+chain's partial to record their results, or give the model another history.
 """
+
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from domain.ui import UIMessage
+from domain.reducer import Reduction
+from domain.repair import is_settled, is_tool_part, repair_chunks
+from domain.ui import DROPPED_STEP, Chunk, UIMessage
 
 
 class FollowUp(BaseModel):
@@ -21,6 +27,49 @@ class RecoveryBoot(BaseModel):
     """The conversation the recovered turn continues from, oldest first, ending with the partial."""
     follow_ups: list[str] = Field(default_factory=list)
     """Queued submissions to run afterwards, in order; queued ones not listed are skipped."""
+
+
+class PendingToolCall(BaseModel):
+    """A tool call of the interrupted partial without a result (from the raw partial)."""
+
+    tool_call_id: str
+    tool_name: str
+    input: Any = None
+    part_index: int
+
+
+def unanswered_calls(reduction: Reduction) -> list[PendingToolCall]:
+    return [
+        PendingToolCall(
+            tool_call_id=str(part["toolCallId"]),
+            tool_name=str(part.get("toolName") or str(part["type"]).removeprefix("tool-")),
+            input=part.get("input"),
+            part_index=index,
+        )
+        for index, part in enumerate(reduction.parts)
+        if is_tool_part(part) and not is_settled(part)
+    ]
+
+
+def synthesized_results(reduction: Reduction, partial: UIMessage | None) -> list[Chunk]:
+    """The results a plan's partial gives calls that had none, logged as the calls' results
+    (`output-available` or `output-error`) before any repair would settle them as
+    interrupted."""
+    if partial is None:
+        return []
+    given = {
+        str(part.get("toolCallId")): part
+        for part in (p.model_dump() for p in partial.parts)
+        if part.get("toolCallId") is not None
+    }
+    chunks: list[Chunk] = []
+    for part in reduction.parts:
+        if not is_tool_part(part) or is_settled(part):
+            continue
+        settled = given.get(str(part["toolCallId"]))
+        if settled is not None and is_settled(settled):
+            chunks += repair_chunks(part, settled)
+    return chunks
 
 
 def default_boot(
@@ -38,3 +87,14 @@ def default_boot(
 def skipped_follow_ups(queued: list[FollowUp], plan: RecoveryBoot) -> list[str]:
     keep = set(plan.follow_ups)
     return [f.submission_id for f in queued if f.submission_id not in keep]
+
+
+def dropped_step_chunks(open_text_id: str | None, step_open: bool, step: int) -> list[Chunk]:
+    """Close the interrupted step and drop it from what the model is sent from now on."""
+    chunks: list[Chunk] = []
+    if open_text_id is not None:
+        chunks.append({"type": "text-end", "id": open_text_id})
+    if step_open:
+        chunks.append({"type": "finish-step"})
+    chunks.append({"type": DROPPED_STEP, "data": {"step": step}})
+    return chunks

@@ -27,6 +27,11 @@ KNOWN_PART_TYPES = frozenset(
 _FAMILY_PART = re.compile(r"^(tool|data)-[A-Za-z0-9_.:\-]{1,128}$")
 
 # Chunk types Perdure writes to a message log.
+DROPPED_STEP = "data-dropped-step"
+"""A part that drops the step it ends from what the model is sent: the client saw that step
+and the stored answer keeps it (the log is append-only), but the model never sees it again
+(a recovery boot plan that left the partial out of its chain)."""
+
 TERMINAL_CHUNK_TYPES = frozenset({"finish", "abort", "error"})
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from domain.recovery_boot import FollowUp, RecoveryBoot
+from domain.recovery_boot import FollowUp, PendingToolCall, RecoveryBoot
 from domain.ui import UIMessage
 
 
@@ -61,7 +61,8 @@ class ExhaustedContext:
 
 @dataclass(frozen=True)
 class RecoveryBootContext:
-    """Handed to `Agent.on_recovery_boot` when follow-ups queued behind an interrupted turn."""
+    """Handed to `Agent.on_recovery_boot` when a recovered turn has a partial to go on from,
+    or follow-ups queued behind it."""
 
     session_id: str
     request_id: str
@@ -69,7 +70,12 @@ class RecoveryBootContext:
     settled: list[UIMessage]
     in_flight_user: UIMessage
     partial: UIMessage | None
+    """The interrupted answer as the log holds it (None: nothing was streamed)."""
     queued: list[FollowUp] = field(default_factory=list)
+    pending_tool_calls: list[PendingToolCall] = field(default_factory=list)
+    """The partial's tool calls without a result. Settle them in the plan's partial
+    (`output-available` with `output`, or `output-error`) to record their results; leave the
+    partial out of the chain to drop it (the model answers afresh)."""
 
 
 StashWriter = Callable[[Any], Awaitable[None]]

@@ -1,5 +1,6 @@
 """The submissions ledger: idempotent intake and per-session FIFO admission (DESIGN §3)."""
 
+import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -546,6 +547,25 @@ async def save_stash(db: Database, *, submission_id: str, data: object) -> None:
             raise LookupError(f"submission {submission_id} not found")
         submission.stash = data
         session.add(submission)
+
+
+MAX_BOOT_HISTORY_BYTES = 1_000_000
+
+
+async def save_boot_history(
+    db: Database, *, submission_id: str, messages: list[dict[str, Any]]
+) -> bool:
+    """Keep a recovery boot plan's history for the turn's later steps; False (nothing kept)
+    when it is over `MAX_BOOT_HISTORY_BYTES` of JSON."""
+    if len(json.dumps(messages, separators=(",", ":"))) > MAX_BOOT_HISTORY_BYTES:
+        return False
+    async with db.write() as session:
+        submission = await session.get(Submission, submission_id)
+        if submission is None:
+            return False
+        submission.boot_history = messages
+        session.add(submission)
+    return True
 
 
 async def queued_after(db: Database, *, session_id: str) -> list[Submission]:

@@ -87,6 +87,11 @@ class Submission(SQLModel, table=True):
     cancel_requested_at: float | None = None
     """When a stop (or cancel) was recorded: a turn not started by then never runs, and a
     running one whose ending is not decided yet ends `aborted` (storage/stops.py)."""
+    boot_history: list[dict[str, Any]] | None = Field(
+        default=None, sa_column=Column(JSON, nullable=True)
+    )
+    """The conversation a recovery boot plan chose instead of the active path: every later
+    model step of this turn is given it."""
     ending: str | None = Field(default=None, max_length=16)
     """How the turn ends (an outcome, or `exhausted`), decided once at the start of its
     finish; a stop recorded after this is too late."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.recovery_boot import RecoveryBoot
+from domain.ui import UIMessage
 from perdure import (
     ChatRecoveryContext,
     ExhaustedContext,
@@ -290,3 +291,45 @@ class PatientTurnsAgent(ChatCompletionsAgent):
 
     async def stall_timeout(self, ctx: TurnContext) -> timedelta:
         return timedelta(seconds=3)
+
+
+class DropsPartialAgent(ChatCompletionsAgent):
+    """On a recovery boot, leaves the partial out: the model answers afresh."""
+
+    name = "drops-partial"
+
+    async def on_recovery_boot(self, ctx: RecoveryBootContext) -> RecoveryBoot:
+        return ctx.default.model_copy(update={"chain": [*ctx.settled, ctx.in_flight_user]})
+
+
+class SettlesPendingCallsAgent(ChatCompletionsAgent):
+    """On a recovery boot, gives each pending tool call of the partial a synthesized result."""
+
+    name = "settles-pending-calls"
+
+    async def on_recovery_boot(self, ctx: RecoveryBootContext) -> RecoveryBoot:
+        assert ctx.partial is not None and ctx.pending_tool_calls
+        pending = {call.tool_call_id for call in ctx.pending_tool_calls}
+        parts = [
+            {**part.model_dump(), "state": "output-available", "output": "synthesized"}
+            if part.model_dump().get("toolCallId") in pending
+            else part.model_dump()
+            for part in ctx.partial.parts
+        ]
+        settled = UIMessage.model_validate({**ctx.partial.model_dump(), "parts": parts})
+        return ctx.default.model_copy(update={"chain": [*ctx.settled, ctx.in_flight_user, settled]})
+
+
+BOOT_NOTE = "Note from the recovery boot: answer briefly."
+
+
+class RewritesHistoryAgent(ChatCompletionsAgent):
+    """On a recovery boot, puts a note before the conversation, for the rest of the turn."""
+
+    name = "rewrites-history"
+
+    async def on_recovery_boot(self, ctx: RecoveryBootContext) -> RecoveryBoot:
+        note = UIMessage.model_validate(
+            {"id": "boot-note", "role": "user", "parts": [{"type": "text", "text": BOOT_NOTE}]}
+        )
+        return ctx.default.model_copy(update={"chain": [note, *ctx.default.chain]})

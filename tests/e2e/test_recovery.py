@@ -337,7 +337,7 @@ async def test_an_on_exhausted_hook_that_raises_still_ends_the_turn_with_the_ter
     script = "@count 30 @stall_after 4 @stall_after 0 x100"
     streamed = await send(http, session, unique(script), agent="raising-endings")
 
-    assert agents.raising_hook_calls == ["on_exhausted"]
+    assert agents.raising_hook_calls.count("on_exhausted") == 1
     assert streamed.chunks[-1] == {"type": "error", "errorText": "Ended."}
     await wait_idle(http, session)
     following = await send(http, session, "and now?", agent="default")
@@ -375,3 +375,60 @@ async def test_an_agent_may_give_a_turn_its_own_stall_timeout(http: httpx.AsyncC
     assert streamed.text() == counting(5)
     assert notices(streamed) == []
     assert "chat.stream.stalled" not in await events_of(http, session)
+
+
+def assistant_texts(body: dict[str, Any]) -> list[str]:
+    """The assistant messages' text of a Chat Completions request body."""
+    return [str(m.get("content") or "") for m in body["messages"] if m.get("role") == "assistant"]
+
+
+async def test_a_recovery_boot_plan_may_drop_the_partial_so_the_model_answers_afresh(
+    http: httpx.AsyncClient, fake_provider: Any
+) -> None:
+    session = new_session()
+    text = unique("@count 40 @delay 2 @disconnect_after 10")
+    follow_up = unique("@count 2")
+
+    streamed = await send(http, session, text, agent="drops-partial")
+    await send(http, session, follow_up, agent="drops-partial")
+
+    # The client saw the partial, then the fresh answer as a text of its own.
+    assert streamed.text() == counting(10) + counting(40)
+    recovery = fake_provider.requests_for(text)[1]
+    assert assistant_texts(recovery.body) == []  # no prefill: the partial was dropped
+    assert CONTINUE_INSTRUCTION not in str(recovery.body)
+    # The stored answer keeps what the client saw; the model never sees the dropped step.
+    answer = (await http.get(f"/api/chat/{session}/messages")).json()[1]
+    assert "data-dropped-step" in [p["type"] for p in answer["parts"]]
+    (later,) = fake_provider.requests_for(follow_up)
+    assert assistant_texts(later.body) == [counting(40)]
+
+
+async def test_a_recovery_boot_plan_may_give_pending_tool_calls_their_results(
+    http: httpx.AsyncClient, fake_provider: Any
+) -> None:
+    session = new_session()
+    text = unique('@tool wait {"seconds": 5} @disconnect_after 1')
+
+    streamed = await send(http, session, text, agent="settles-pending-calls")
+
+    outputs = [c for c in streamed.chunks if c["type"] == "tool-output-available"]
+    assert [o["output"] for o in outputs] == ["synthesized"]  # the tool itself never ran
+    assert streamed.text() == "Tool wait returned: synthesized"
+    assert "chat.transcript.repaired" not in await events_of(http, session)
+
+
+async def test_a_recovery_boot_plans_history_holds_for_every_later_step_of_the_turn(
+    http: httpx.AsyncClient, fake_provider: Any
+) -> None:
+    session = new_session()
+    text = unique('@tool wait {"seconds": 0}\n@tool wait {"seconds": 0} @disconnect_after 1')
+
+    streamed = await send(http, session, text, agent="rewrites-history")
+
+    assert streamed.types()[-1] == "finish"
+    requests = fake_provider.requests_for(text)
+    assert len(requests) >= 3  # the first step, its recovery, and a step after a tool
+    assert [agents.BOOT_NOTE in str(r.body) for r in requests] == [False] + [True] * (
+        len(requests) - 1
+    )
