@@ -23,11 +23,10 @@ def processes() -> Iterator[list[PerdureProcess]]:
         process.stop()
 
 
-async def test_perdure_dev_starts_everything_and_answers_with_the_demo_model(
-    tmp_path: Path, processes: list[PerdureProcess], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(key, raising=False)
+async def started_dev(
+    tmp_path: Path, processes: list[PerdureProcess], **env: str
+) -> tuple[PerdureProcess, str]:
+    """`perdure dev` on free ports with its data in `tmp_path`, once it answers: it and its URL."""
     port = free_port()
     dev = PerdureProcess(
         "dev",
@@ -36,12 +35,22 @@ async def test_perdure_dev_starts_everything_and_answers_with_the_demo_model(
             "PERDURE_DATA_DIR": str(tmp_path / ".perdure"),
             "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}",
             "PERDURE_TEMPORAL_UI_PORT": str(free_port()),
+            **env,
         },
         tmp_path,
     ).start()
     processes.append(dev)
     url = f"http://127.0.0.1:{port}"
     await wait_healthy(url, dev, timeout=90)
+    return dev, url
+
+
+async def test_perdure_dev_starts_everything_and_answers_with_the_demo_model(
+    tmp_path: Path, processes: list[PerdureProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(key, raising=False)
+    dev, url = await started_dev(tmp_path, processes)
 
     async with httpx.AsyncClient(base_url=url, timeout=30) as http:
         streamed = await send(http, "dev-chat", "what is 12*7")
@@ -58,21 +67,8 @@ async def test_perdure_dev_starts_quietly_and_a_process_managers_sigterm_stops_i
 ) -> None:
     """A process manager signals the whole group, and `make run` forwards the same signal a
     moment later: the two are one stop, not a forced one."""
-    port = free_port()
-    dev = PerdureProcess(
-        "dev",
-        {
-            "PERDURE_PORT": str(port),
-            "PERDURE_DATA_DIR": str(tmp_path / ".perdure"),
-            "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}",
-            "PERDURE_TEMPORAL_UI_PORT": str(free_port()),
-            "PERDURE_MODEL": "demo",
-        },
-        tmp_path,
-    ).start()
-    processes.append(dev)
-    await wait_healthy(f"http://127.0.0.1:{port}", dev, timeout=90)
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+    dev, url = await started_dev(tmp_path, processes, PERDURE_MODEL="demo")
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
         await send(http, "quiet-chat", "hello")
 
     dev.terminate()

@@ -277,22 +277,31 @@ async def test_stashed_data_is_handed_to_the_recovery_hook(http: httpx.AsyncClie
     assert agents.recovery_contexts[-1].recovery_data == {"note": "order 42"}
 
 
-async def test_follow_ups_sent_during_a_recovery_run_afterwards_in_order(
-    http: httpx.AsyncClient,
-) -> None:
-    session = new_session()
-    agents.boot_contexts.clear()
+async def interrupted_with_follow_ups(
+    http: httpx.AsyncClient, session: str, agent: str
+) -> tuple[Any, Any, Any]:
+    """A 60-word answer (`u1`) broken after 20 words, with two follow-ups (`u2`, `u3`: 3 and 4
+    words) sent while it streams: the three streams, once each has ended."""
     first, second, third = await asyncio.gather(
         send(
             http,
             session,
             unique("@count 60 @delay 5 @disconnect_after 20"),
             message_id="u1",
-            agent="boot-observer",
+            agent=agent,
         ),
         later(0.1, send(http, session, "@count 3", message_id="u2")),
         later(0.2, send(http, session, "@count 4", message_id="u3")),
     )
+    return first, second, third
+
+
+async def test_follow_ups_sent_during_a_recovery_run_afterwards_in_order(
+    http: httpx.AsyncClient,
+) -> None:
+    session = new_session()
+    agents.boot_contexts.clear()
+    first, second, third = await interrupted_with_follow_ups(http, session, "boot-observer")
 
     # The recovery booted with both follow-ups queued behind the interrupted turn.
     (boot,) = agents.boot_contexts
@@ -307,17 +316,7 @@ async def test_follow_ups_sent_during_a_recovery_run_afterwards_in_order(
 
 async def test_a_recovery_boot_hook_can_drop_queued_follow_ups(http: httpx.AsyncClient) -> None:
     session = new_session()
-    first, second, third = await asyncio.gather(
-        send(
-            http,
-            session,
-            unique("@count 60 @delay 5 @disconnect_after 20"),
-            message_id="u1",
-            agent="last-follow-up-only",
-        ),
-        later(0.1, send(http, session, "@count 3", message_id="u2")),
-        later(0.2, send(http, session, "@count 4", message_id="u3")),
-    )
+    first, second, third = await interrupted_with_follow_ups(http, session, "last-follow-up-only")
 
     assert first.text() == counting(60)
     assert second.types()[-1] == "abort"
@@ -349,17 +348,7 @@ async def test_a_recovery_boot_hook_that_raises_falls_back_to_the_default_plan(
 ) -> None:
     session = new_session()
     agents.raising_hook_calls.clear()
-    first, second, third = await asyncio.gather(
-        send(
-            http,
-            session,
-            unique("@count 60 @delay 5 @disconnect_after 20"),
-            message_id="u1",
-            agent="raising-endings",
-        ),
-        later(0.1, send(http, session, "@count 3", message_id="u2")),
-        later(0.2, send(http, session, "@count 4", message_id="u3")),
-    )
+    first, second, third = await interrupted_with_follow_ups(http, session, "raising-endings")
 
     assert agents.raising_hook_calls == ["on_recovery_boot"]
     assert len(notices(first)) == 1
