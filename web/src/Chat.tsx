@@ -156,9 +156,13 @@ function Conversation({
   const stopTurn = async () => {
     setStopping(true);
     try {
-      const { submissionId } = await api.stop(chatId);
-      // A streaming turn's stream ends by itself with `abort`, its partial answer kept.
-      if (submissionId && isBusy(chat.status)) await until(() => !isBusy(chat.status), STOP_GRACE_MS);
+      const shown = chat.messages[chat.messages.length - 1];
+      const { result } = await api.stop(
+        chatId,
+        shown?.role === 'assistant' ? shown.metadata?.submissionId : undefined,
+      );
+      // A stopped turn's stream ends by itself with `abort`, its partial answer kept.
+      if (result === 'stopped' && isBusy(chat.status)) await until(() => !isBusy(chat.status), STOP_GRACE_MS);
     } catch (failure) {
       setNotice(readableError(failure));
     } finally {

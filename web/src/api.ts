@@ -12,6 +12,12 @@ export type MessageMetadata = {
 
 export type ChatMessage = UIMessage<MessageMetadata>;
 
+export type StopResult = {
+  result: 'stopped' | 'already_finished' | 'nothing_running';
+  submissionId: string | null;
+  status: string | null;
+};
+
 export type Session = {
   id: string;
   title: string;
@@ -88,8 +94,13 @@ export const api = {
       if (error instanceof ApiError && error.status === 404) return [];
       throw error;
     }),
-  /** Cancels the running turn server-side (useChat's own stop() only disconnects). */
-  stop: (id: string) => request<{ submissionId: string | null }>(`${chat(id)}/stop`, { method: 'POST' }),
+  /** Stops a turn server-side (useChat's own stop() only disconnects): the one shown, when its
+   *  submission is known, so that a stop never reaches a turn queued after it. */
+  stop: (id: string, submissionId?: string) =>
+    request<StopResult>(
+      `${chat(id)}/stop${submissionId ? `?submissionId=${encodeURIComponent(submissionId)}` : ''}`,
+      { method: 'POST' },
+    ),
 
   siblings: (id: string, messageId: string) =>
     request<Sibling[]>(`${session(id)}/messages/${encodeURIComponent(messageId)}/siblings`),
