@@ -24,7 +24,8 @@ from storage.hygiene import trim_messages
 from storage.incidents import load_incident
 from storage.sessions import chat_id_of
 from storage.stops import Ending, decide_ending
-from storage.submissions import finish, get_submission
+from storage.submissions import finish
+from storage.tables import Submission
 from telemetry import metrics
 from turn_control.client import signal_turn
 
@@ -45,15 +46,13 @@ class TurnFinisher:
         self._task_queue = task_queue
 
     async def finish(self, turn: FinishTurnInput, *, writer: LogWriter) -> FinishTurnResult:
-        turn = await self._decided(turn)
+        turn, recorded = await self._decided(turn)
         message_id = turn.assistant_message_id
         agent = self._agents.resolve(turn.agent) if turn.agent in self._agents.names() else None
         terminal_message = (agent.recovery if agent else RecoveryPolicy()).terminal_message
         logged = await load_log(self._db, message_id=message_id)
-        if turn.outcome == "skipped":
-            recorded = await get_submission(self._db, turn.submission_id)
-            if recorded is not None and recorded.error:
-                turn = turn.model_copy(update={"error_text": recorded.error})
+        if turn.outcome == "skipped" and recorded is not None and recorded.error:
+            turn = turn.model_copy(update={"error_text": recorded.error})
         closing = closing_chunks(logged, turn, terminal_message)
         stored = reduce_chunks(logged + closing)
         if not turn.persist_partial:
@@ -66,6 +65,7 @@ class TurnFinisher:
         following = await finish(
             self._db,
             submission_id=turn.submission_id,
+            session_id=turn.session_id,
             outcome="error" if turn.exhausted else turn.outcome,
             closing=closing,
             assistant=stored,
@@ -82,9 +82,8 @@ class TurnFinisher:
                 self._db, session_id=turn.session_id, keep=agent.max_persisted_messages
             )
         if closing and agent is not None:
-            submission = await get_submission(self._db, turn.submission_id)
             context = TurnContext(
-                tenant_id=submission.tenant_id if submission else "",
+                tenant_id=recorded.tenant_id if recorded else "",
                 session_id=turn.session_id,
                 submission_id=turn.submission_id,
                 assistant_message_id=message_id,
@@ -105,18 +104,22 @@ class TurnFinisher:
             )
         return FinishTurnResult(outcome="error" if turn.exhausted else turn.outcome)
 
-    async def _decided(self, turn: FinishTurnInput) -> FinishTurnInput:
-        """The turn as the store decides it ends: a recorded stop wins over what the workflow
-        saw (its cancellation may have arrived after the step it stopped had completed)."""
+    async def _decided(self, turn: FinishTurnInput) -> tuple[FinishTurnInput, Submission | None]:
+        """The turn as the store decides it ends (a recorded stop wins over what the workflow
+        saw: its cancellation may have arrived after the step it stopped had completed), and
+        the submission as the decision read it."""
         proposed: Ending = "exhausted" if turn.exhausted else turn.outcome
-        ending = await decide_ending(self._db, submission_id=turn.submission_id, proposed=proposed)
-        if ending == proposed:
-            return turn
-        if ending == "exhausted":
-            return turn.model_copy(update={"outcome": "error", "exhausted": True})
-        log.info("the turn ends %s, not %s: a stop was recorded first", ending, proposed)
-        cleared = {"exhausted": False, "error_text": None, "finish_reason": None}
-        return turn.model_copy(update={"outcome": ending, **cleared})
+        decided = await decide_ending(self._db, submission_id=turn.submission_id, proposed=proposed)
+        if decided.ending == "exhausted":
+            update: dict[str, object] = {"outcome": "error", "exhausted": True}
+        else:
+            update = {"outcome": decided.ending, "exhausted": False}
+        if decided.ending != proposed:
+            log.info(
+                "the turn ends %s, not %s: a stop was recorded first", decided.ending, proposed
+            )
+            update |= {"error_text": None, "finish_reason": None}
+        return turn.model_copy(update=update), decided.submission
 
     @staticmethod
     def _clean(stored: Reduction, message_id: str) -> None:

@@ -122,16 +122,15 @@ class ModelStepActivity:
 
     @staticmethod
     def _dropped(log_so_far: list[Chunk], step: ModelStepInput) -> list[Chunk]:
-        """The recovery boot plan left the partial out: close the interrupted step, drop it
-        from what the model is sent, and open a fresh one (no prefill: an answer afresh)."""
+        """The recovery boot plan left the partial out: drop the interrupted step, if it is
+        still open."""
         reduction = reduce_chunks(log_so_far)
         if reduction.steps <= step.step:
             return []  # nothing of this step was streamed: nothing to drop
         if not reduction.step_open:
             log.warning("recovery boot: step %d finished already; it is not dropped", step.step)
             return []
-        closing = dropped_step_chunks(reduction.open_text_id, True, step.step)
-        return [*closing, {"type": "start-step"}]
+        return dropped_step_chunks(reduction.open_text_id, step.step)
 
     async def _agent(self, name: str, tenant_id: str) -> Agent:
         """The turn's agent; an unknown one ends the turn naming only the served agents its

@@ -64,6 +64,7 @@ class ReconcileActivity:
                     eager=False,
                 )
                 report.started.append(submission.id)
+                action = "started"
             elif state != "RUNNING":
                 await self._finisher.finish(
                     FinishTurnInput(
@@ -79,11 +80,12 @@ class ReconcileActivity:
                     writer=RECONCILER_WRITER,
                 )
                 report.closed.append(submission.id)
+                action = "closed"
             elif submission.cancel_requested_at is not None and submission.ending is None:
                 # A stop recorded while Temporal could not take its cancellation.
                 await cancel_turn(self._client, submission.id)
                 report.stops_resent.append(submission.id)
-                state = "RUNNING, stopped"
+                action = "stop resent"
             else:
                 continue
             await emit(
@@ -91,9 +93,7 @@ class ReconcileActivity:
                 session_id=submission.session_id,
                 submission_id=submission.id,
                 type="submission.reconciled",
-                action={"missing": "started", "RUNNING, stopped": "stop resent"}.get(
-                    state, "closed"
-                ),
+                action=action,
                 workflowState=state,
             )
         fibers = await sweep_fibers(

@@ -52,10 +52,6 @@ from turn_control.client import signal_turn
 log = logging.getLogger(__name__)
 
 
-def partial_id(step: ModelStepInput) -> str:
-    return step.assistant_message_id
-
-
 def turn_started_at(submission: Submission) -> float:
     """When the turn began to run (a queued one: when it was admitted)."""
     return submission.started_at or submission.created_at
@@ -108,8 +104,8 @@ class RecoveryGate:
             policy=policy,
             turn_started_at=turn_started_at(submission),
         )
+        context = self._context(step, submission, reduction, history, decision.incident, agent)
         if not decision.detected and decision.exhausted in (None, "max_attempts_exceeded"):
-            context = self._context(step, submission, reduction, history, decision.incident, agent)
             if not await self._keep_recovering(agent, context):
                 decision = aborted_by_predicate(decision)
         incident = decision.incident
@@ -148,7 +144,7 @@ class RecoveryGate:
             kind=kind,
         )
         metrics.recovery_attempt(kind)
-        options = await self._ask(agent, step, submission, reduction, history, incident)
+        options = await self._ask(agent, context)
         if not options.continue_:
             skipped = incident.model_copy(
                 update={"status": "skipped", "reason": "continue_disabled"}
@@ -193,16 +189,8 @@ class RecoveryGate:
             attempt=incident.attempt,
         )
 
-    async def _ask(
-        self,
-        agent: Agent,
-        step: ModelStepInput,
-        submission: Submission,
-        reduction: Reduction,
-        history: list[UIMessage],
-        incident: Incident,
-    ) -> RecoveryOptions:
-        context = self._context(step, submission, reduction, history, incident, agent)
+    @staticmethod
+    async def _ask(agent: Agent, context: ChatRecoveryContext) -> RecoveryOptions:
         try:
             return await call_hook(
                 "on_chat_recovery",
@@ -303,8 +291,8 @@ class RecoveryGate:
         if plan.chain == default.chain:
             return BootDecision()
         chain = plan.chain
-        planned_partial = chain[-1] if chain and chain[-1].id == partial_id(step) else None
-        before = [m for m in chain if m.id != partial_id(step)]
+        planned_partial = chain[-1] if chain and chain[-1].id == step.assistant_message_id else None
+        before = [m for m in chain if m.id != step.assistant_message_id]
         if before != history and not await save_boot_history(
             self._db,
             submission_id=submission.id,

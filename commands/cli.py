@@ -85,13 +85,14 @@ async def _until_stopped(*services: _Service) -> None:
     signal while stopping (not the same one delivered twice) forces the stop."""
     stop, force = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
-    first_signal_at: list[float] = []
+    first_signal_at: float | None = None
 
     def on_signal() -> None:
-        if not first_signal_at:
-            first_signal_at.append(time.monotonic())
+        nonlocal first_signal_at
+        if first_signal_at is None:
+            first_signal_at = time.monotonic()
             stop.set()
-        elif time.monotonic() - first_signal_at[0] >= SAME_SIGNAL_WINDOW:
+        elif time.monotonic() - first_signal_at >= SAME_SIGNAL_WINDOW:
             force.set()
 
     for signum in (signal.SIGINT, signal.SIGTERM):

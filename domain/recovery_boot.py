@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from domain.reducer import Reduction
-from domain.repair import is_settled, is_tool_part, repair_chunks
+from domain.repair import is_settled, repair_chunks, unsettled_tool_parts
 from domain.ui import DROPPED_STEP, Chunk, UIMessage
 
 
@@ -44,10 +44,9 @@ def unanswered_calls(reduction: Reduction) -> list[PendingToolCall]:
             tool_call_id=str(part["toolCallId"]),
             tool_name=str(part.get("toolName") or str(part["type"]).removeprefix("tool-")),
             input=part.get("input"),
-            part_index=index,
+            part_index=reduction.parts.index(part),
         )
-        for index, part in enumerate(reduction.parts)
-        if is_tool_part(part) and not is_settled(part)
+        for part in unsettled_tool_parts(reduction)
     ]
 
 
@@ -63,9 +62,7 @@ def synthesized_results(reduction: Reduction, partial: UIMessage | None) -> list
         if part.get("toolCallId") is not None
     }
     chunks: list[Chunk] = []
-    for part in reduction.parts:
-        if not is_tool_part(part) or is_settled(part):
-            continue
+    for part in unsettled_tool_parts(reduction):
         settled = given.get(str(part["toolCallId"]))
         if settled is not None and is_settled(settled):
             chunks += repair_chunks(part, settled)
@@ -89,12 +86,13 @@ def skipped_follow_ups(queued: list[FollowUp], plan: RecoveryBoot) -> list[str]:
     return [f.submission_id for f in queued if f.submission_id not in keep]
 
 
-def dropped_step_chunks(open_text_id: str | None, step_open: bool, step: int) -> list[Chunk]:
-    """Close the interrupted step and drop it from what the model is sent from now on."""
-    chunks: list[Chunk] = []
-    if open_text_id is not None:
-        chunks.append({"type": "text-end", "id": open_text_id})
-    if step_open:
-        chunks.append({"type": "finish-step"})
-    chunks.append({"type": DROPPED_STEP, "data": {"step": step}})
-    return chunks
+def dropped_step_chunks(open_text_id: str | None, step: int) -> list[Chunk]:
+    """Close the interrupted step, drop it from what the model is sent from now on, and open
+    a fresh one (the model answers afresh: no prefill)."""
+    closing: list[Chunk] = [{"type": "text-end", "id": open_text_id}] if open_text_id else []
+    return [
+        *closing,
+        {"type": "finish-step"},
+        {"type": DROPPED_STEP, "data": {"step": step}},
+        {"type": "start-step"},
+    ]

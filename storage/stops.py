@@ -14,7 +14,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.db import Database
-from storage.submissions import ACTIVE
+from storage.submissions import ACTIVE, locked_submission
 from storage.tables import ChatSession, Submission
 from storage.timing import now
 
@@ -29,17 +29,6 @@ class StopRecord:
     verdict: StopVerdict
     submission: Submission | None
     """The submission the stop was for (None: `nothing_running`)."""
-
-
-def stoppable(row: Submission) -> bool:
-    return row.status in ACTIVE and row.ending is None
-
-
-async def _locked_submission(session: AsyncSession, submission_id: str) -> Submission | None:
-    result = await session.exec(
-        select(Submission).where(Submission.id == submission_id).with_for_update()
-    )
-    return result.first()
 
 
 async def _oldest_queued(session: AsyncSession, session_id: str) -> Submission | None:
@@ -66,13 +55,13 @@ async def record_stop(db: Database, *, session_id: str, submission_id: str | Non
             return StopRecord("nothing_running", None)
         target_id = submission_id or chat.running_submission_id
         target = (
-            await _locked_submission(session, target_id)
+            await locked_submission(session, target_id)
             if target_id
             else await _oldest_queued(session, session_id)
         )
         if target is None or target.session_id != session_id:
             return StopRecord("nothing_running", None)
-        if not stoppable(target):
+        if target.status not in ACTIVE or target.ending is not None:
             return StopRecord("already_finished", target)
         if target.cancel_requested_at is None:
             target.cancel_requested_at = now()
@@ -82,23 +71,40 @@ async def record_stop(db: Database, *, session_id: str, submission_id: str | Non
     return await db.transact(record)
 
 
-async def decide_ending(db: Database, *, submission_id: str, proposed: Ending) -> Ending:
+@dataclass(frozen=True)
+class Decided:
+    ending: Ending
+    submission: Submission | None
+    """The row as the decision found it (None: deleted with its session)."""
+
+
+async def decide_ending(db: Database, *, submission_id: str, proposed: Ending) -> Decided:
     """The turn's ending, decided once: `proposed` (what the workflow saw), or `aborted` when a
     stop was recorded first. A repeated finish (after a crash) gets the first decision."""
 
-    async def decide(session: AsyncSession) -> Ending:
-        row = await _locked_submission(session, submission_id)
+    async def decide(session: AsyncSession) -> Decided:
+        row = await locked_submission(session, submission_id)
         if row is None:
-            return proposed
+            return Decided(proposed, None)
         if row.ending is not None:
-            return row.ending  # type: ignore[return-value]
+            return Decided(row.ending, row)  # type: ignore[arg-type]
         if row.status not in ACTIVE:
-            return proposed  # ended by another path (the finish changes nothing then)
+            return Decided(proposed, row)  # ended by another path: the finish changes nothing
         ending: Ending = proposed
         if row.cancel_requested_at is not None and proposed not in NOT_OVERRIDDEN:
             ending = "aborted"
         row.ending = ending
         session.add(row)
-        return ending
+        return Decided(ending, row)
 
     return await db.transact(decide)
+
+
+def answered_status(record: StopRecord) -> str | None:
+    """The status a stop's answer shows: the submission's as the stop found it, or, once it
+    has ended, how (an exhausted turn ended `error`)."""
+    row = record.submission
+    if row is None:
+        return None
+    status = row.status if record.verdict == "stopped" else (row.ending or row.status)
+    return "error" if status == "exhausted" else status

@@ -89,24 +89,28 @@ async def _locked_session(session: AsyncSession, session_id: str) -> ChatSession
     return result.first()
 
 
+async def locked_submission(session: AsyncSession, submission_id: str) -> Submission | None:
+    result = await session.exec(
+        select(Submission).where(Submission.id == submission_id).with_for_update()
+    )
+    return result.first()
+
+
 async def _locked_with_session(
-    session: AsyncSession, submission_id: str
+    session: AsyncSession, submission_id: str, session_id: str | None = None
 ) -> tuple[ChatSession | None, Submission | None]:
     """The submission and its session, both locked, the session first: the order intake takes
-    them in (it locks the session, then changes the running submission). The other order
-    deadlocked with an `interrupt` intake on PostgreSQL."""
-    session_id = (
-        await session.exec(select(Submission.session_id).where(Submission.id == submission_id))
-    ).first()
+    them in (it locks the session, then changes the running submission); the other order can
+    deadlock with an `interrupt` intake on PostgreSQL. `session_id` when the caller knows it
+    (saves a read); else it is looked up."""
     if session_id is None:
-        return None, None
+        session_id = (
+            await session.exec(select(Submission.session_id).where(Submission.id == submission_id))
+        ).first()
+        if session_id is None:
+            return None, None
     chat = await _locked_session(session, session_id)
-    submission = (
-        await session.exec(
-            select(Submission).where(Submission.id == submission_id).with_for_update()
-        )
-    ).first()
-    return chat, submission
+    return chat, await locked_submission(session, submission_id)
 
 
 async def _locked_chat(session: AsyncSession, tenant_id: str, chat_id: str) -> ChatSession | None:
@@ -461,6 +465,7 @@ async def finish(
     db: Database,
     *,
     submission_id: str,
+    session_id: str,
     outcome: Outcome,
     closing: list[Chunk],
     assistant: Reduction,
@@ -476,7 +481,7 @@ async def finish(
     at = now()
 
     async def close(session: AsyncSession) -> Submission | None:
-        chat, submission = await _locked_with_session(session, submission_id)
+        chat, submission = await _locked_with_session(session, submission_id, session_id)
         if submission is None:
             return None
         if closing and submission.status in ACTIVE:

@@ -23,7 +23,7 @@ from gateway.waits import record_answers
 from runtime.services import Services
 from storage.chunks import load_log
 from storage.messages import active_path, stored_message
-from storage.submission_ledger import owned_submission
+from storage.stops import answered_status
 from storage.submissions import (
     SubmissionOptions,
     stream_target,
@@ -252,28 +252,17 @@ async def stop(
     """The stop is recorded in the store before this answers, so it holds whatever happens
     next (a worker dying, a recovery, a gateway restart): a `stopped` turn's stream always
     ends with `abort`."""
-    if submission_id is not None:
-        owned = await owned_submission(
-            services.db,
-            tenant_id=session.tenant_id,
-            session_id=session.id,
-            submission_id=submission_id,
-        )
-        if owned is None:
-            raise ApiError(
-                404,
-                "submission_not_found",
-                f"no submission {submission_id!r} in session {session.chat_id!r}",
-            )
     record = await stop_turn(services, session_id=session.id, submission_id=submission_id)
-    row = record.submission
-    if row is None:
-        return StopResult(result=record.verdict, submissionId=None)
-    status = row.status if record.verdict == "stopped" else (row.ending or row.status)
+    if submission_id is not None and record.submission is None:
+        raise ApiError(
+            404,
+            "submission_not_found",
+            f"no submission {submission_id!r} in session {session.chat_id!r}",
+        )
     return StopResult(
         result=record.verdict,
-        submissionId=row.id,
-        status="error" if status == "exhausted" else status,
+        submissionId=record.submission.id if record.submission else None,
+        status=answered_status(record),
     )
 
 

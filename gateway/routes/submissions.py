@@ -28,6 +28,7 @@ from gateway.submission_schemas import (
 )
 from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
 from runtime.services import Services
+from storage.stops import answered_status
 from storage.submission_ledger import (
     ENDED,
     clear_session,
@@ -161,19 +162,24 @@ async def cancel(
     session: OwnedSessionDep,
     submission_id: SubmissionIdPath,
     services: ServicesDep,
-    tenant: TenantDep,
 ) -> SubmissionPublic:
-    """Durable: the cancel is recorded in the store, then the turn's workflow is cancelled
-    through Temporal, so it holds whichever gateway or worker is up. A turn that ends
-    meanwhile keeps the status it ended with (a completion is never rewritten as aborted,
-    nor an abort as completed). Cancelling again is a 200."""
-    row = await _owned(services, tenant, session, submission_id)
-    record = await stop_turn(services, session_id=session.id, submission_id=row.id)
-    row = record.submission or row
-    if record.verdict == "already_finished" and row.cancel_requested_at is None:
-        ending = row.ending or row.status
+    """The same stop as `POST /api/chat/{id}/stop?submissionId=`: recorded in the store, then
+    the turn's workflow is cancelled through Temporal, so it holds whichever gateway or worker
+    is up. A cancel recorded before the turn's ending is decided wins (it ends `aborted`); a
+    turn that had ended, or was ending, keeps its status: `409`. Cancelling again is a 200."""
+    record = await stop_turn(services, session_id=session.id, submission_id=submission_id)
+    row = record.submission
+    if row is None:
         raise ApiError(
-            409, "submission_ended", f"submission {row.id!r} has already ended ({ending})"
+            404,
+            "submission_not_found",
+            f"no submission {submission_id!r} in session {session.chat_id!r}",
+        )
+    if record.verdict == "already_finished" and row.cancel_requested_at is None:
+        raise ApiError(
+            409,
+            "submission_ended",
+            f"submission {row.id!r} has already ended ({answered_status(record)})",
         )
     return _public(services, row, session.chat_id)
 

@@ -162,7 +162,7 @@ async def test_a_stop_recorded_before_the_ending_is_decided_turns_a_completion_i
     session_id, submission_id = await recorded_submission(store)
 
     record = await record_stop(store, session_id=session_id, submission_id=None)
-    ending = await decide_ending(store, submission_id=submission_id, proposed="completed")
+    ending = (await decide_ending(store, submission_id=submission_id, proposed="completed")).ending
 
     assert (record.verdict, ending) == ("stopped", "aborted")
 
@@ -172,7 +172,7 @@ async def test_a_stop_after_the_ending_is_decided_answers_already_finished(
 ) -> None:
     session_id, submission_id = await recorded_submission(store)
 
-    ending = await decide_ending(store, submission_id=submission_id, proposed="exhausted")
+    ending = (await decide_ending(store, submission_id=submission_id, proposed="exhausted")).ending
     record = await record_stop(store, session_id=session_id, submission_id=submission_id)
 
     assert (ending, record.verdict) == ("exhausted", "already_finished")
@@ -184,7 +184,7 @@ async def test_a_repeated_finish_gets_the_first_decision(store: Database) -> Non
     await decide_ending(store, submission_id=submission_id, proposed="completed")
     await record_stop(store, session_id=session_id, submission_id=None)
 
-    again = await decide_ending(store, submission_id=submission_id, proposed="completed")
+    again = (await decide_ending(store, submission_id=submission_id, proposed="completed")).ending
 
     assert again == "completed"
 
