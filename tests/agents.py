@@ -79,12 +79,14 @@ class ThinkingAgent(AnthropicAgent):
 
 
 class ObservedAgent(ChatCompletionsAgent):
-    """Records every recovery and exhaustion context it is handed."""
+    """Records every recovery and exhaustion context it is handed. Its stall budget is generous:
+    the specifications that count its recoveries break streams on purpose, and a loaded CI
+    machine must not add a stall of its own."""
 
     name = "observed"
     recovery = RecoveryPolicy(
         max_attempts=2,
-        stall_timeout=timedelta(milliseconds=500),
+        stall_timeout=timedelta(seconds=5),
         terminal_message="Sorry, I could not finish that answer.",
     )
 
@@ -94,6 +96,15 @@ class ObservedAgent(ChatCompletionsAgent):
 
     async def on_exhausted(self, ctx: ExhaustedContext) -> None:
         exhausted_contexts.append(ctx)
+
+
+class StallObservedAgent(ObservedAgent):
+    """`observed`, for providers that go silent on purpose: half a second of silence is a stall."""
+
+    name = "observed-stalling"
+    recovery = ObservedAgent.recovery.model_copy(
+        update={"stall_timeout": timedelta(milliseconds=500)}
+    )
 
 
 class QuitterAgent(ChatCompletionsAgent):

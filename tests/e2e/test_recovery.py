@@ -134,7 +134,7 @@ async def test_an_exhausted_budget_ends_with_the_terminal_message(
 
     # 4 tokens, then a provider that never produces again: attempts make no progress
     script = "@count 30 @stall_after 4 @stall_after 0 x100"
-    streamed = await send(http, session, unique(script), agent="observed")
+    streamed = await send(http, session, unique(script), agent="observed-stalling")
 
     terminal = "Sorry, I could not finish that answer."
     assert streamed.done

@@ -26,7 +26,7 @@ HERE = Path(__file__).parent
 TURNS = {
     "tool_call": ('@tool calculate {"expression": "6*7"}', "default"),
     "recovered": ("@count 40 @delay 2 @disconnect_after 10 history", "default"),
-    "exhausted": ("@count 30 @stall_after 4 @stall_after 0 x100 history", "observed"),
+    "exhausted": ("@count 30 @stall_after 4 @stall_after 0 x100 history", "observed-stalling"),
 }
 
 
