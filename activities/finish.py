@@ -3,11 +3,10 @@
 import logging
 
 from temporalio import activity
-from temporalio.client import Client
 
 from activities._support import current_writer, run_hook
 from activities.events import emit
-from domain.names import ADMIT_SIGNAL, FINISH_TURN_ACTIVITY
+from domain.names import FINISH_TURN_ACTIVITY
 from domain.payloads import FinishTurnInput, FinishTurnResult
 from domain.policy import RecoveryPolicy
 from domain.reducer import Reduction, reduce_chunks
@@ -22,12 +21,11 @@ from storage.chunks import LogWriter, load_log
 from storage.db import Database
 from storage.hygiene import trim_messages
 from storage.incidents import load_incident
-from storage.sessions import chat_id_of
 from storage.stops import Ending, decide_ending
 from storage.submissions import finish
 from storage.tables import Submission
 from telemetry import metrics
-from turn_control.client import signal_turn
+from turn_control.lifecycle import SubmissionLifecycle
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +35,12 @@ class TurnFinisher:
     Idempotent: run again after a crash it changes nothing and repeats the admit signal."""
 
     def __init__(
-        self, *, db: Database, bus: ChunkBus, agents: AgentRegistry, client: Client, task_queue: str
+        self, *, db: Database, bus: ChunkBus, agents: AgentRegistry, lifecycle: SubmissionLifecycle
     ) -> None:
         self._db = db
         self._bus = bus
         self._agents = agents
-        self._client = client
-        self._task_queue = task_queue
+        self._lifecycle = lifecycle
 
     async def finish(self, turn: FinishTurnInput, *, writer: LogWriter) -> FinishTurnResult:
         turn, recorded = await self._decided(turn)
@@ -95,13 +92,7 @@ class TurnFinisher:
                 limit=agent.hook_timeout.total_seconds(),
             )
         if following is not None:
-            await signal_turn(
-                self._client,
-                following,
-                chat_id=await chat_id_of(self._db, session_id=following.session_id),
-                task_queue=self._task_queue,
-                signal=ADMIT_SIGNAL,
-            )
+            await self._lifecycle.admit(following)
         return FinishTurnResult(outcome="error" if turn.exhausted else turn.outcome)
 
     async def _decided(self, turn: FinishTurnInput) -> tuple[FinishTurnInput, Submission | None]:

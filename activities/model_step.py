@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities._support import (
@@ -52,6 +51,7 @@ from storage.tenant_policies import agent_admission
 from storage.tool_waits import new_approval_id
 from telemetry import genai_spans, metrics
 from telemetry.log_context import bind_ids
+from turn_control.lifecycle import SubmissionLifecycle
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +65,14 @@ class ModelStepActivity:
         db: Database,
         bus: ChunkBus,
         agents: AgentRegistry,
-        client: Client,
-        task_queue: str,
+        lifecycle: SubmissionLifecycle,
         default_model: str,
         provider_for: Callable[[str], Provider],
     ) -> None:
         self._db = db
         self._bus = bus
         self._agents = agents
-        self._recovery = RecoveryGate(db=db, client=client, task_queue=task_queue)
+        self._recovery = RecoveryGate(db=db, lifecycle=lifecycle)
         self._compactor = Compactor(db)
         self._default_model = default_model
         self._provider_for = provider_for

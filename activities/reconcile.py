@@ -15,10 +15,10 @@ from domain.payloads import FinishTurnInput, ReconcileInput, ReconcileReport
 from storage.chunks import LogWriter
 from storage.db import Database
 from storage.hygiene import prune_closed_logs
-from storage.sessions import chat_id_of
 from storage.submissions import stale_active
 from storage.timing import now
-from turn_control.client import cancel_turn, start_turn, turn_state
+from turn_control.client import turn_state
+from turn_control.lifecycle import SubmissionLifecycle
 
 RECONCILER_WRITER = LogWriter(key="reconciler", attempt=1)
 PRUNE_BATCHES = 50
@@ -35,12 +35,15 @@ class ReconcileActivity:
         db: Database,
         client: Client,
         task_queue: str,
+        lifecycle: SubmissionLifecycle,
         finisher: TurnFinisher,
         chunk_retention: timedelta | None = None,
     ) -> None:
         self._db = db
         self._client = client
         self._task_queue = task_queue
+        """Fibers' (the turns' is the lifecycle's)."""
+        self._lifecycle = lifecycle
         self._finisher = finisher
         self._chunk_retention = chunk_retention
         """None: closed chunk logs are kept forever."""
@@ -56,13 +59,7 @@ class ReconcileActivity:
             if state == "missing" and submission.cancel_requested_at is not None:
                 state = "cancelled before it started"  # ended below, never run
             if state == "missing":
-                await start_turn(
-                    self._client,
-                    submission,
-                    chat_id=await chat_id_of(self._db, session_id=submission.session_id),
-                    task_queue=self._task_queue,
-                    eager=False,
-                )
+                await self._lifecycle.start(submission)
                 report.started.append(submission.id)
                 action = "started"
             elif state != "RUNNING":
@@ -83,7 +80,7 @@ class ReconcileActivity:
                 action = "closed"
             elif submission.cancel_requested_at is not None and submission.ending is None:
                 # A stop recorded while Temporal could not take its cancellation.
-                await cancel_turn(self._client, submission.id)
+                await self._lifecycle.cancel(submission.id)
                 report.stops_resent.append(submission.id)
                 action = "stop resent"
             else:

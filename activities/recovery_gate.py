@@ -9,7 +9,6 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities._support import call_hook, current_writer
@@ -17,7 +16,6 @@ from activities.events import emit
 from domain.names import (
     RECOVERY_EXHAUSTED,
     RECOVERY_SKIPPED,
-    SKIP_SIGNAL,
 )
 from domain.payloads import ModelStepInput
 from domain.recovery import (
@@ -42,12 +40,11 @@ from perdure.agent import Agent
 from perdure.recovery import ChatRecoveryContext, RecoveryBootContext, RecoveryOptions
 from storage.db import Database
 from storage.incidents import load_incident, save_incident
-from storage.sessions import chat_id_of
 from storage.submissions import apply_recovery_plan, queued_after, save_boot_history
 from storage.tables import Submission
 from storage.timing import now
 from telemetry import metrics
-from turn_control.client import signal_turn
+from turn_control.lifecycle import SubmissionLifecycle
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +74,9 @@ class RecoveryStart:
 
 
 class RecoveryGate:
-    def __init__(self, *, db: Database, client: Client, task_queue: str) -> None:
+    def __init__(self, *, db: Database, lifecycle: SubmissionLifecycle) -> None:
         self._db = db
-        self._client = client
-        self._task_queue = task_queue
+        self._lifecycle = lifecycle
 
     async def begin(
         self,
@@ -321,15 +317,5 @@ class RecoveryGate:
             skip=sorted(skipped),
             writer=current_writer(),
         )
-        chat_id = await chat_id_of(self._db, session_id=submission.session_id)
-        for row in queued:
-            if row.id not in skipped:
-                continue
-            # Already `skipped` in the store; the signal just lets its workflow end.
-            await signal_turn(
-                self._client,
-                row,
-                chat_id=chat_id,
-                task_queue=self._task_queue,
-                signal=SKIP_SIGNAL,
-            )
+        # Already `skipped` in the store; the signals just let their workflows end.
+        await self._lifecycle.skip([row for row in queued if row.id in skipped])

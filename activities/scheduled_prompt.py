@@ -1,8 +1,9 @@
 """The fire activity: one occurrence of a scheduled prompt becomes a chat submission.
 
-Exactly what a chat message does (gateway/routes/chat.py `send_message`): `submit` records the
-submission once per idempotency key and admits it when the session is idle, then `start_turn`
-starts its workflow (idempotent by workflow id). The key and the user message's id come from the
+Exactly what a chat message does: the submission lifecycle (turn_control/lifecycle.py) records
+the submission once per idempotency key, applies the session's concurrency strategy (an
+`interrupt` session's running turn is stopped, as by a chat message), and starts its workflow
+(idempotent by workflow id). The key and the user message's id come from the
 schedule and the occurrence's time, so an occurrence that fires twice (a retried activity, a
 backfill over a time that already ran) finds its first submission and runs once. The tenant's
 allowed agents are checked at every occurrence, so narrowing them stops its schedules' turns;
@@ -12,7 +13,6 @@ rate limits count gateway requests only.
 import logging
 
 from temporalio import activity
-from temporalio.client import Client
 
 from activities.events import emit
 from domain.names import FIRE_SCHEDULE_ACTIVITY
@@ -28,17 +28,17 @@ from storage.concurrency import SessionBusy
 from storage.db import Database
 from storage.errors import AgentNotAllowed
 from storage.schedules import get_schedule, record_occurrence
-from storage.submissions import ACTIVE, SubmissionOptions, submit
+from storage.submissions import SubmissionOptions
 from storage.tenant_policies import agent_admission
-from turn_control.client import start_turn
+from turn_control.lifecycle import NewSubmission, SubmissionLifecycle
 
 log = logging.getLogger("perdure.schedules")
 
 
 class ScheduledPromptActivity:
-    def __init__(self, *, db: Database, client: Client, task_queue: str) -> None:
+    def __init__(self, *, db: Database, lifecycle: SubmissionLifecycle, task_queue: str) -> None:
         self._db = db
-        self._client = client
+        self._lifecycle = lifecycle
         self._task_queue = task_queue
 
     @activity.defn(name=FIRE_SCHEDULE_ACTIVITY)
@@ -65,18 +65,19 @@ class ScheduledPromptActivity:
             }
         )
         try:
-            outcome = await submit(
-                self._db,
-                tenant_id=schedule.tenant_id,
-                chat_id=schedule.session_id,
-                agent=schedule.agent,
-                message=message,
-                idempotency_key=occurrence_key(schedule.id, request.occurrence),
-                # The session agent's concurrency strategy applies, as to any message.
-                options=SubmissionOptions(
-                    task_queue=self._task_queue,
-                    admission=await agent_admission(self._db, schedule.tenant_id),
-                ),
+            outcome = await self._lifecycle.submit(
+                NewSubmission(
+                    tenant_id=schedule.tenant_id,
+                    chat_id=schedule.session_id,
+                    agent=schedule.agent,
+                    message=message,
+                    idempotency_key=occurrence_key(schedule.id, request.occurrence),
+                    # The session agent's concurrency strategy applies, as to any message.
+                    options=SubmissionOptions(
+                        task_queue=self._task_queue,
+                        admission=await agent_admission(self._db, schedule.tenant_id),
+                    ),
+                )
             )
         except (SessionBusy, AgentNotAllowed) as refusal:  # the next occurrence tries again
             await record_occurrence(
@@ -89,14 +90,6 @@ class ScheduledPromptActivity:
             )
             return FireScheduleResult(outcome="refused")
         submission = outcome.submission
-        if submission.status in ACTIVE:
-            await start_turn(
-                self._client,
-                submission,
-                chat_id=schedule.session_id,
-                task_queue=self._task_queue,
-                eager=False,
-            )
         await record_occurrence(
             self._db,
             tenant_id=schedule.tenant_id,

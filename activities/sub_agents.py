@@ -24,7 +24,6 @@ from domain.payloads import (
     RelaySubTurnResult,
     SubTurnInput,
     SubTurnStart,
-    TurnInput,
 )
 from domain.reducer import Reduction, reduce_chunks
 from domain.repair import is_settled
@@ -43,9 +42,10 @@ from storage.chunks import (
 )
 from storage.db import Database
 from storage.sessions import session_depth
-from storage.submissions import ParentCall, SubmissionOptions, get_submission, submit
+from storage.submissions import ParentCall, SubmissionOptions, get_submission
 from storage.tables import Submission
-from turn_control.client import turn_labels
+from turn_control.client import TurnStart
+from turn_control.lifecycle import NewSubmission, SubmissionLifecycle
 
 RELAY_EVERY = 0.1
 """Seconds between reads of the child's log when no write in this process wakes the relay
@@ -71,10 +71,18 @@ def _task_of(part: dict[str, Any]) -> str | None:
 
 
 class SubAgentActivities:
-    def __init__(self, *, db: Database, bus: ChunkBus, agents: AgentRegistry) -> None:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        bus: ChunkBus,
+        agents: AgentRegistry,
+        lifecycle: SubmissionLifecycle,
+    ) -> None:
         self._db = db
         self._bus = bus
         self._agents = agents
+        self._lifecycle = lifecycle
 
     async def _append(self, call: SubTurnInput, chunks: list[Chunk]) -> None:
         try:
@@ -116,9 +124,8 @@ class SubAgentActivities:
                     await self._append(call, [tool_error_chunk(call.tool_call_id, refusal or "")])
                 return SubTurnStart()
             chat_id, message_id = child_ids(call.submission_id, call.tool_call_id)
-            child = (
-                await submit(
-                    self._db,
+            child = await self._lifecycle.record(
+                NewSubmission(
                     tenant_id=parent.tenant_id,
                     chat_id=chat_id,
                     agent=sub_agent.agent,
@@ -136,21 +143,17 @@ class SubAgentActivities:
                         )
                     ),
                 )
-            ).submission
+            )
             if not any(
                 p["type"] == SUB_AGENT_PART and p.get("id") == call.tool_call_id
                 for p in reduction.parts
             ):
                 await self._append(call, [_link(call.tool_call_id, child, chat_id)])
+        turn = TurnStart.of(child)
         return SubTurnStart(
-            child=TurnInput(
-                submission_id=child.id,
-                session_id=child.session_id,
-                assistant_message_id=child.assistant_message_id,
-                agent=child.agent,
-                admitted=child.status != "pending",
-            ),
-            labels=turn_labels(child, chat_id),
+            # A child that has already ended (a retried activity) runs nothing when admitted.
+            child=turn.input.model_copy(update={"admitted": child.status != "pending"}),
+            labels=turn.labels,
         )
 
     async def _refusal(self, call: SubTurnInput, task: str | None) -> str | None:

@@ -6,10 +6,12 @@ from fastapi import Depends, Path, Request
 
 from gateway.errors import ApiError
 from gateway.schemas import SESSION_ID_PATTERN
+from gateway.temporal import GatewayDeadline
 from runtime.services import Services
 from storage.api_keys import KEY_PREFIX, any_stored_key, find_key
 from storage.sessions import get_session
 from storage.tables import ChatSession
+from turn_control.lifecycle import SubmissionLifecycle
 
 
 async def _services(request: Request) -> Services:
@@ -18,6 +20,24 @@ async def _services(request: Request) -> Services:
 
 
 ServicesDep = Annotated[Services, Depends(_services)]
+
+
+async def _lifecycle(request: Request, services: ServicesDep) -> SubmissionLifecycle:
+    """One per app: it keeps the background admissions it starts."""
+    state = request.app.state
+    lifecycle: SubmissionLifecycle | None = getattr(state, "lifecycle", None)
+    if lifecycle is None:
+        lifecycle = state.lifecycle = SubmissionLifecycle(
+            services.db,
+            services.client,
+            task_queue=services.settings.task_queue,
+            eager_start=services.eager_start,
+            deadline=GatewayDeadline(services.client),
+        )
+    return lifecycle
+
+
+LifecycleDep = Annotated[SubmissionLifecycle, Depends(_lifecycle)]
 MAX_KEY = 200
 """Longer than any stored key (`pk_` and 43 characters): not looked up."""
 

@@ -109,3 +109,17 @@ async def temporal_call(call: Awaitable[T], *, within: float, client: Client | N
         raise
     finally:
         task.cancel()  # a no-op once it is done; otherwise it also drops the client's retries
+
+
+class GatewayDeadline:
+    """The gateway's bound on the lifecycle's Temporal calls (turn_control/lifecycle.py): a
+    503 within about a second when Temporal is down. A patient call (in the background, after
+    Temporal was found unreachable) waits ten times longer, unprobed."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def __call__(self, call: Awaitable[T], *, patient: bool = False) -> Awaitable[T]:
+        if patient:
+            return temporal_call(call, within=10 * TEMPORAL_TIMEOUT_SECONDS)
+        return temporal_call(call, within=TEMPORAL_TIMEOUT_SECONDS, client=self._client)

@@ -30,6 +30,7 @@ from perdure.agents_registry import AgentRegistry
 from runtime.services import Services
 from storage.log_appender import LogAppender
 from telemetry.log_context import LogContextInterceptor
+from turn_control.lifecycle import SubmissionLifecycle
 from workflows import ReconcilerWorkflow, TurnWorkflow
 from workflows.fiber import FiberWorkflow
 from workflows.scheduled_prompt import ScheduledPromptWorkflow
@@ -100,17 +101,17 @@ def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[
     # to it and it commits them together, one transaction per flush (storage/log_appender.py).
     LogAppender.of(db, bus)
     task_queue = services.settings.task_queue
-    finisher = TurnFinisher(db=db, bus=bus, agents=agents, client=client, task_queue=task_queue)
+    lifecycle = SubmissionLifecycle(db, client, task_queue=task_queue)
+    finisher = TurnFinisher(db=db, bus=bus, agents=agents, lifecycle=lifecycle)
     model = ModelStepActivity(
         db=db,
         bus=bus,
         agents=agents,
-        client=client,
-        task_queue=task_queue,
+        lifecycle=lifecycle,
         default_model=services.settings.model,
         provider_for=provider_for,
     )
-    sub_agents = SubAgentActivities(db=db, bus=bus, agents=agents)
+    sub_agents = SubAgentActivities(db=db, bus=bus, agents=agents, lifecycle=lifecycle)
     return [
         model.model_step,
         ToolCallActivity(db=db, bus=bus, agents=agents).run_tool,
@@ -124,10 +125,11 @@ def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[
             db=db,
             client=client,
             task_queue=task_queue,
+            lifecycle=lifecycle,
             finisher=finisher,
             chunk_retention=services.settings.chunk_retention(),
         ).reconcile,
-        ScheduledPromptActivity(db=db, client=client, task_queue=task_queue).fire_schedule,
+        ScheduledPromptActivity(db=db, lifecycle=lifecycle, task_queue=task_queue).fire_schedule,
     ]
 
 

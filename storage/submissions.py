@@ -343,6 +343,7 @@ async def _submit_once(
         submission = Submission(
             id=options.submission_id or new_submission_id(),
             session_id=chat.id,
+            chat_id=chat.chat_id,
             tenant_id=tenant_id,
             idempotency_key=idempotency_key,
             status="pending",

@@ -53,6 +53,9 @@ class Submission(SQLModel, table=True):
 
     id: str = Field(primary_key=True, max_length=64)
     session_id: str = Field(max_length=200)
+    chat_id: str | None = Field(default=None, max_length=200)
+    """The session's id as its client knows it (`ChatSession.chat_id`); None only on rows a
+    migration found without their session."""
     tenant_id: str = Field(max_length=200)
     idempotency_key: str = Field(max_length=300)
     status: str = Field(max_length=16)

@@ -36,3 +36,10 @@ class Refuser(DefaultAgent):
     async def calculate(self, expression: str) -> float | int:
         """Evaluate an arithmetic expression such as `12 * (3 + 4)`."""
         return calculate_expression(expression)
+
+
+class Interrupter(Refuser):
+    """A new message stops the running turn (one parked on an approval, say) and is answered."""
+
+    name = "interrupter"
+    concurrency = "interrupt"

@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -18,69 +19,69 @@ from storage.tables import Submission
 RUN_TIMEOUT = timedelta(days=7)
 
 
-def turn_labels(submission: Submission, chat_id: str) -> TurnLabels:
-    """`chat_id`: the submission's session's, as its client knows it."""
-    return TurnLabels(
-        chat_id=chat_id,
-        tenant_id=submission.tenant_id,
-        agent=submission.agent,
-        summary=message_summary(submission.user_message),
-    )
+@dataclass(frozen=True)
+class TurnStart:
+    """A submission's turn as Temporal starts or signals it, taken from its row once: the
+    workflow's input, the labels it is found by, and the status it starts in."""
+
+    input: TurnInput
+    labels: TurnLabels
+    status: TurnStatus
+
+    @classmethod
+    def of(cls, submission: Submission) -> "TurnStart":
+        return cls(
+            input=TurnInput(
+                submission_id=submission.id,
+                session_id=submission.session_id,
+                assistant_message_id=submission.assistant_message_id,
+                agent=submission.agent,
+                admitted=submission.status == "running",
+                admit_at=submission.not_before if submission.status == "pending" else None,
+            ),
+            labels=TurnLabels(
+                # A row a migration found without its session is named by its storage key.
+                chat_id=submission.chat_id or submission.session_id,
+                tenant_id=submission.tenant_id,
+                agent=submission.agent,
+                summary=message_summary(submission.user_message),
+            ),
+            status="running" if submission.status == "running" else "pending",
+        )
 
 
-def initial_status(submission: Submission) -> TurnStatus:
-    """What `PerdureStatus` says when the workflow starts; the turn updates it from there."""
-    return "running" if submission.status == "running" else "pending"
-
-
-def _start_options(submission: Submission, chat_id: str, task_queue: str) -> dict[str, Any]:
+def _start_options(turn: TurnStart, task_queue: str) -> dict[str, Any]:
     """What every start of a turn's workflow shares, by gateway or by signal-with-start."""
-    labels = turn_labels(submission, chat_id)
     return {
-        "id": turn_workflow_id(submission.id),
+        "id": turn_workflow_id(turn.input.submission_id),
         "task_queue": task_queue,
         "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
-        "memo": {"session_id": submission.session_id},
-        "static_summary": labels.summary,
-        "search_attributes": search_attributes(labels, initial_status(submission)),
+        "memo": {"session_id": turn.input.session_id},
+        "static_summary": turn.labels.summary,
+        "search_attributes": search_attributes(turn.labels, turn.status),
         "run_timeout": RUN_TIMEOUT,
     }
 
 
-def _input(submission: Submission) -> TurnInput:
-    return TurnInput(
-        submission_id=submission.id,
-        session_id=submission.session_id,
-        assistant_message_id=submission.assistant_message_id,
-        agent=submission.agent,
-        admitted=submission.status == "running",
-        admit_at=submission.not_before if submission.status == "pending" else None,
-    )
-
-
-async def start_turn(
-    client: Client, submission: Submission, *, chat_id: str, task_queue: str, eager: bool
-) -> None:
+async def start_turn(client: Client, turn: TurnStart, *, task_queue: str, eager: bool) -> None:
     """Idempotent: attaches to a running workflow and never restarts a finished one."""
     with contextlib.suppress(WorkflowAlreadyStartedError):
         await client.start_workflow(
             TURN_WORKFLOW,
-            _input(submission),
+            turn.input,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             request_eager_start=eager,
-            **_start_options(submission, chat_id, task_queue),
+            **_start_options(turn, task_queue),
         )
 
 
-async def signal_turn(
-    client: Client, submission: Submission, *, chat_id: str, task_queue: str, signal: str
-) -> None:
+async def signal_turn(client: Client, turn: TurnStart, *, task_queue: str, signal: str) -> None:
     """Signal-with-start: reaches the turn even if its gateway never started its workflow."""
     await client.start_workflow(
         TURN_WORKFLOW,
-        _input(submission),
+        turn.input,
         start_signal=signal,
-        **_start_options(submission, chat_id, task_queue),
+        **_start_options(turn, task_queue),
     )
 
 

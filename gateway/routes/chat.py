@@ -12,27 +12,22 @@ from domain.ui import UIMessage
 from gateway.access import admission
 from gateway.body import read_json, validated
 from gateway.continuation import answers_in, continuation_cursor
-from gateway.deps import OwnedSessionDep, ServicesDep, TenantDep
+from gateway.deps import LifecycleDep, OwnedSessionDep, ServicesDep, TenantDep
 from gateway.errors import ApiError
-from gateway.intake import check_encoding, checked_user_message, start_submitted
+from gateway.intake import check_encoding, checked_user_message
 from gateway.schemas import CHAT_REQUEST_BODY, ChatRequest, StopResult
 from gateway.sse import MAX_SEQ, Cursor, cursor_from, stream_response
-from gateway.stopping import stop_turn
 from gateway.submission_schemas import SUBMISSION_ID_PATTERN
 from gateway.waits import record_answers
 from runtime.services import Services
 from storage.chunks import load_log
 from storage.messages import active_path, stored_message
 from storage.stops import answered_status
-from storage.submissions import (
-    SubmissionOptions,
-    stream_target,
-    submission_of_answer,
-    submit,
-)
+from storage.submissions import SubmissionOptions, stream_target, submission_of_answer
 from storage.tables import Submission
 from storage.tool_waits import client_calls_of
 from telemetry.log_context import bind_ids
+from turn_control.lifecycle import NewSubmission
 
 log = logging.getLogger("perdure.gateway")
 
@@ -110,6 +105,7 @@ def _checked_message(chat: ChatRequest, limit: int) -> UIMessage:
 async def send_message(
     request: Request,
     services: ServicesDep,
+    lifecycle: LifecycleDep,
     tenant: TenantDep,
     idempotency_key: Annotated[str | None, Header(max_length=300)] = None,
 ) -> Response:
@@ -125,26 +121,26 @@ async def send_message(
     if edit_of is not None:
         # The edit is stored beside the message it edits, under an id of its own.
         message = message.model_copy(update={"id": f"{edit_of}.edit-{uuid.uuid4().hex[:8]}"})
-    outcome = await submit(
-        services.db,
-        tenant_id=tenant,
-        chat_id=chat.id,
-        agent=chat.agent or services.settings.default_agent,
-        message=message,
-        idempotency_key=idempotency_key or _default_key(chat, message),
-        options=SubmissionOptions(
-            client_tools=[tool.model_dump() for tool in chat.tools] if chat.tools else None,
-            concurrency=chat.concurrency,
-            debounce_ms=chat.debounceMs,
-            task_queue=services.settings.task_queue,
-            regenerate=chat.trigger == "regenerate-message",
-            edit_of=edit_of,
-            admission=checked,
-        ),
+    outcome = await lifecycle.submit(
+        NewSubmission(
+            tenant_id=tenant,
+            chat_id=chat.id,
+            agent=chat.agent or services.settings.default_agent,
+            message=message,
+            idempotency_key=idempotency_key or _default_key(chat, message),
+            options=SubmissionOptions(
+                client_tools=[tool.model_dump() for tool in chat.tools] if chat.tools else None,
+                concurrency=chat.concurrency,
+                debounce_ms=chat.debounceMs,
+                task_queue=services.settings.task_queue,
+                regenerate=chat.trigger == "regenerate-message",
+                edit_of=edit_of,
+                admission=checked,
+            ),
+        )
     )
     bind_ids(session_id=outcome.submission.session_id, submission_id=outcome.submission.id)
     log.info("message submitted (%s)", "new" if outcome.created else "already submitted")
-    await start_submitted(services, outcome, chat_id=chat.id)
     return await _stream(
         services,
         outcome.submission,
@@ -238,7 +234,7 @@ async def resume_stream(
 )
 async def stop(
     session: OwnedSessionDep,
-    services: ServicesDep,
+    lifecycle: LifecycleDep,
     submission_id: Annotated[
         str | None,
         Query(
@@ -252,7 +248,7 @@ async def stop(
     """The stop is recorded in the store before this answers, so it holds whatever happens
     next (a worker dying, a recovery, a gateway restart): a `stopped` turn's stream always
     ends with `abort`."""
-    record = await stop_turn(services, session_id=session.id, submission_id=submission_id)
+    record = await lifecycle.stop(session_id=session.id, submission_id=submission_id)
     if submission_id is not None and record.submission is None:
         raise ApiError(
             404,

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from gateway.deps import (
+    LifecycleDep,
     OwnedSessionDep,
     ServicesDep,
     SessionIdPath,
@@ -14,7 +15,6 @@ from gateway.deps import (
     session_not_found,
 )
 from gateway.schemas import EventPublic, SessionPublic, SessionsPublic, SessionUpdate
-from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
 from runtime.services import Services
 from storage.events import list_events
 from storage.sessions import (
@@ -27,7 +27,7 @@ from storage.sessions import (
 )
 from storage.tables import ChatSession
 from storage.tool_waits import sessions_waiting
-from turn_control.client import cancel_turn, wait_turn_ended
+from turn_control.client import wait_turn_ended
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 CANCEL_GRACE_SECONDS = 10.0
@@ -91,14 +91,12 @@ async def rename(
 
 
 @router.delete("/{session_id}", status_code=204, summary="Cancel its turns and delete it")
-async def delete(session: OwnedSessionDep, services: ServicesDep, tenant: TenantDep) -> Response:
+async def delete(
+    session: OwnedSessionDep, services: ServicesDep, lifecycle: LifecycleDep, tenant: TenantDep
+) -> Response:
     active = await active_submission_ids(services.db, tenant_id=tenant, session_id=session.id)
     for submission_id in active:
-        await temporal_call(
-            cancel_turn(services.client, submission_id),
-            within=TEMPORAL_TIMEOUT_SECONDS,
-            client=services.client,
-        )
+        await lifecycle.cancel(submission_id)
     # Let the cancelled turns close their logs (with `abort`) so their streams end cleanly.
     await asyncio.gather(
         *(wait_turn_ended(services.client, i, grace_seconds=CANCEL_GRACE_SECONDS) for i in active)

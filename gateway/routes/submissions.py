@@ -7,15 +7,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response
 
-from domain.names import SKIP_SIGNAL
 from domain.ui import UIMessage
 from gateway.access import admission
 from gateway.body import json_body, read_json, validated
-from gateway.deps import OwnedSessionDep, ServicesDep, SessionIdPath, TenantDep
+from gateway.deps import LifecycleDep, OwnedSessionDep, ServicesDep, SessionIdPath, TenantDep
 from gateway.errors import ApiError
-from gateway.intake import checked_user_message, start_submitted
+from gateway.intake import checked_user_message
 from gateway.sse import MAX_SEQ, cursor_from, stream_response
-from gateway.stopping import stop_turn
 from gateway.submission_schemas import (
     SUBMISSION_ID_PATTERN,
     ClearResult,
@@ -26,7 +24,6 @@ from gateway.submission_schemas import (
     SubmissionsPublic,
     SubmissionStatus,
 )
-from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
 from runtime.services import Services
 from storage.stops import answered_status
 from storage.submission_ledger import (
@@ -36,9 +33,10 @@ from storage.submission_ledger import (
     list_submissions,
     owned_submission,
 )
-from storage.submissions import SubmissionOptions, get_submission, submit
+from storage.submissions import SubmissionOptions, get_submission
 from storage.tables import ChatSession, Submission
-from turn_control.client import signal_turn, wait_turn_ended
+from turn_control.client import wait_turn_ended
+from turn_control.lifecycle import NewSubmission
 
 router = APIRouter(prefix="/v1/sessions", tags=["submissions"])
 
@@ -76,6 +74,7 @@ async def create(
     response: Response,
     session_id: SessionIdPath,
     services: ServicesDep,
+    lifecycle: LifecycleDep,
     tenant: TenantDep,
 ) -> SubmissionAccepted:
     """The same `idempotencyKey` (or `submissionId`) returns the same submission with
@@ -89,25 +88,25 @@ async def create(
     key = body.idempotencyKey or (
         f"submission:{body.submissionId}" if body.submissionId else f"api:{uuid.uuid4().hex}"
     )
-    outcome = await submit(
-        services.db,
-        tenant_id=tenant,
-        chat_id=session_id,
-        agent=body.agent or services.settings.default_agent,
-        message=messages[-1],
-        idempotency_key=key,
-        options=SubmissionOptions(
-            prior_messages=messages[:-1],
-            submission_id=body.submissionId,
-            metadata=body.metadata,
-            concurrency=body.concurrency,
-            debounce_ms=body.debounceMs,
-            task_queue=services.settings.task_queue,
-            continue_last=body.continueLastTurn,
-            admission=await admission(services, tenant, body.agent),
-        ),
+    outcome = await lifecycle.submit(
+        NewSubmission(
+            tenant_id=tenant,
+            chat_id=session_id,
+            agent=body.agent or services.settings.default_agent,
+            message=messages[-1],
+            idempotency_key=key,
+            options=SubmissionOptions(
+                prior_messages=messages[:-1],
+                submission_id=body.submissionId,
+                metadata=body.metadata,
+                concurrency=body.concurrency,
+                debounce_ms=body.debounceMs,
+                task_queue=services.settings.task_queue,
+                continue_last=body.continueLastTurn,
+                admission=await admission(services, tenant, body.agent),
+            ),
+        )
     )
-    await start_submitted(services, outcome, chat_id=session_id)
     row = outcome.submission
     if body.wait and row.status not in ENDED:
         await wait_turn_ended(services.client, row.id, grace_seconds=body.waitSeconds)
@@ -162,12 +161,13 @@ async def cancel(
     session: OwnedSessionDep,
     submission_id: SubmissionIdPath,
     services: ServicesDep,
+    lifecycle: LifecycleDep,
 ) -> SubmissionPublic:
     """The same stop as `POST /api/chat/{id}/stop?submissionId=`: recorded in the store, then
     the turn's workflow is cancelled through Temporal, so it holds whichever gateway or worker
     is up. A cancel recorded before the turn's ending is decided wins (it ends `aborted`); a
     turn that had ended, or was ending, keeps its status: `409`. Cancelling again is a 200."""
-    record = await stop_turn(services, session_id=session.id, submission_id=submission_id)
+    record = await lifecycle.stop(session_id=session.id, submission_id=submission_id)
     row = record.submission
     if row is None:
         raise ApiError(
@@ -233,27 +233,16 @@ async def stream(
     "/{session_id}/clear",
     summary="Start the conversation afresh: stop the running turn, skip the queued ones",
 )
-async def clear(session: OwnedSessionDep, services: ServicesDep, tenant: TenantDep) -> ClearResult:
+async def clear(
+    session: OwnedSessionDep, services: ServicesDep, lifecycle: LifecycleDep, tenant: TenantDep
+) -> ClearResult:
     """The active path becomes empty (earlier messages stay in the session's tree, off the
     path); the running turn is stopped (its partial is kept, off the path too); each queued
     submission ends `skipped` without running."""
     skipped = await clear_session(services.db, tenant_id=tenant, session_id=session.id)
     if session.running_submission_id is not None:
-        await stop_turn(
-            services, session_id=session.id, submission_id=session.running_submission_id
-        )
-    for row in skipped:
-        await temporal_call(
-            signal_turn(
-                services.client,
-                row,
-                chat_id=session.chat_id,
-                task_queue=services.settings.task_queue,
-                signal=SKIP_SIGNAL,
-            ),
-            within=TEMPORAL_TIMEOUT_SECONDS,
-            client=services.client,
-        )
+        await lifecycle.stop(session_id=session.id, submission_id=session.running_submission_id)
+    await lifecycle.skip(skipped)
     return ClearResult(
         stoppedSubmissionId=session.running_submission_id,
         skippedSubmissionIds=[row.id for row in skipped],

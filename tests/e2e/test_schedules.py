@@ -683,6 +683,23 @@ async def test_an_occurrence_refused_by_a_busy_session_is_recorded_as_the_last_e
     assert read["lastSubmissionId"] is None
 
 
+async def test_an_occurrence_into_an_interrupting_session_stops_its_running_turn(
+    http: httpx.AsyncClient, stack: Stack
+) -> None:
+    schedule, session = _ids()
+    parked = await send(http, session, "what is 12*7?", agent="interrupter")
+    assert parked.chunks[-1] == {"type": "finish", "finishReason": "tool-calls"}
+    await _create(http, id=schedule, sessionId=session, prompt="Hello", everySeconds=DAILY)
+
+    await http.post(f"/v1/schedules/{schedule}/trigger")
+    (result,) = await _runs(stack.services.client, stack, schedule, 1)
+    messages = await _answered(http, session, turns=2)
+
+    assert isinstance(result, FireScheduleResult) and result.outcome == "submitted"
+    statuses = [m["metadata"]["status"] for m in messages if m["role"] == "assistant"]
+    assert statuses == ["aborted", "completed"]
+
+
 async def test_an_occurrence_of_an_agent_its_tenant_may_no_longer_use_is_refused(
     http: httpx.AsyncClient, stack: Stack
 ) -> None:
