@@ -102,6 +102,12 @@ def add_client_commands(commands: "argparse._SubParsersAction[argparse.ArgumentP
     listing.add_argument(
         "--limit", type=_limit, default=50, metavar="N", help="at most N (1-200, default 50)"
     )
+    listing.add_argument(
+        "--json",
+        action="store_true",
+        help="print the chats as JSON (without a terminal, and without --json: a "
+        "tab-separated line per chat: id, title, agent, status, last active)",
+    )
     show = actions.add_parser("show", parents=[connection], help="a chat's transcript")
     show.add_argument("chat_id", type=_chat_id, metavar="ID", help="the chat id")
     delete = actions.add_parser(
@@ -137,7 +143,7 @@ def run_client_command(args: argparse.Namespace) -> int:
         if args.command == "open":
             sys.stdout.write(turn_link(gateway, args.chat_id, args.submission) + "\n")
         elif args.action == "list":
-            list_sessions(gateway, console, limit=args.limit)
+            list_sessions(gateway, console, limit=args.limit, as_json=args.json)
         elif args.action == "show":
             show_session(gateway, console, args.chat_id)
         elif args.yes or not sys.stdin.isatty() or confirmed_delete(console, args.chat_id):

@@ -1,5 +1,7 @@
 """`perdure sessions list|show|delete` and `perdure open`: the sessions API, for people."""
 
+import json
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -16,9 +18,22 @@ def _when(stamp: str) -> str:
     return datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
-def list_sessions(gateway: Gateway, console: Console, *, limit: int) -> None:
+LIST_FIELDS = ("id", "title", "agent", "status", "updated_at")
+
+
+def list_sessions(gateway: Gateway, console: Console, *, limit: int, as_json: bool) -> None:
+    """A table at a terminal; otherwise a tab-separated line per chat (times in ISO 8601, UTC),
+    or with `as_json` the API's list as JSON: for scripts."""
     page = gateway.request("GET", "/v1/sessions", params={"limit": limit})
     sessions: list[dict[str, Any]] = page["data"]
+    if as_json:
+        sys.stdout.write(json.dumps(sessions, indent=2) + "\n")
+        return
+    if not console.is_terminal:
+        for session in sessions:
+            cells = (" ".join(str(session[field]).split()) for field in LIST_FIELDS)
+            sys.stdout.write("\t".join(cells) + "\n")
+        return
     if not sessions:
         console.print("no chats yet")
         return

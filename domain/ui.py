@@ -39,10 +39,22 @@ def is_known_part_type(part_type: str) -> bool:
     return part_type in KNOWN_PART_TYPES or bool(_FAMILY_PART.match(part_type))
 
 
+PART_TYPE_PATTERN = (
+    "^(" + "|".join(sorted(KNOWN_PART_TYPES)) + "|" + _FAMILY_PART.pattern[1:-1] + ")$"
+)
+"""`is_known_part_type` as a pattern, for the OpenAPI document."""
+
+
+def _part_schema(schema: dict[str, Any]) -> None:
+    """What the validator checks, told to clients and fuzzers too."""
+    schema["properties"]["type"]["pattern"] = PART_TYPE_PATTERN
+    schema["properties"]["text"] = {"type": "string", "description": "The text of a text part."}
+
+
 class UIPart(BaseModel):
     """One part of a UIMessage; its fields depend on `type`."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", json_schema_extra=_part_schema)
 
     type: str = Field(min_length=1, max_length=200)
 

@@ -7,6 +7,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from gateway.access import install_access
+from gateway.body_limits import BodyLimitMiddleware
 from gateway.errors import install_error_handlers
 from gateway.middleware import RequestIdMiddleware
 from gateway.routes import (
@@ -43,6 +44,7 @@ def create_app(*, services: Services | None = None, settings: Settings | None = 
             app.state.services = own
             yield
 
+    settings = services.settings if services is not None else settings or Settings()
     app = FastAPI(
         title="Perdure",
         summary="Durable AI-chat agents on Temporal",
@@ -50,11 +52,12 @@ def create_app(*, services: Services | None = None, settings: Settings | None = 
         generate_unique_id_function=_operation_id,
         responses=ERROR_RESPONSES,
     )
+    app.add_middleware(BodyLimitMiddleware, settings=settings)
     app.add_middleware(RequestIdMiddleware)
     if services is not None:
         app.state.services = services
     install_error_handlers(app)
-    install_access(app, services.settings if services is not None else settings or Settings())
+    install_access(app, settings)
     app.include_router(chat.router)
     app.include_router(sessions.router)
     app.include_router(submissions.router)

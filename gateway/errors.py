@@ -5,6 +5,7 @@ that says nothing about the internals (the log has the details, under the reques
 """
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -14,6 +15,7 @@ from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from temporalio.service import RPCError
 
+from gateway.body_limits import BodyTooLarge
 from gateway.request_id import current_request_id
 from runtime.temporal_setup import SETUP_COMMAND, search_attributes_missing
 from storage.branches import MessageNotFound, SessionExists
@@ -94,6 +96,8 @@ def response_for(error: Exception, request: str = "") -> JSONResponse:
         return error_response(
             error.status, error.code, error.message, headers=error.headers, **error.details
         )
+    if isinstance(error, BodyTooLarge):  # read outside FastAPI's body parsing
+        return error_response(413, "body_too_large", str(error))
     request_id = f"{current_request_id()} {request}".strip()
     if store_unreachable(error):
         log.warning("store unreachable (request %s): %s", request_id, _first_line(error))
@@ -130,8 +134,49 @@ def _unavailable_response(code: str, message: str) -> JSONResponse:
     return error_response(error.status, error.code, error.message, headers=error.headers)
 
 
-def _location(error: dict[str, Any]) -> str:
-    return ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+class InvalidField(ValueError):
+    """Raised by a model validator that checks fields together: the 422 names `field` (its wire
+    name), as it names a field that fails on its own."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def invalid_request(error: InvalidField) -> ApiError:
+    """The 422 of a check made after validation, in the shape validation gives."""
+    return ApiError(
+        422,
+        "invalid_request",
+        f"{error.field}: {error}",
+        problems=[{"field": error.field, "message": str(error)}],
+    )
+
+
+def _problem(error: Any) -> dict[str, str]:
+    """A validation error as the 422 lists it: the field (dotted, as sent), and the message."""
+    cause = (error.get("ctx") or {}).get("error")
+    location = [str(part) for part in error.get("loc", ()) if part != "body"]
+    if isinstance(cause, InvalidField):
+        return {"field": ".".join([*location, cause.field]), "message": str(cause)}
+    message = str(error.get("msg", ""))
+    if isinstance(cause, ValueError):
+        message = str(cause) or message  # without pydantic's "Value error, " prefix
+    return {"field": ".".join(location), "message": message}
+
+
+def validation_response(errors: Sequence[Any]) -> JSONResponse:
+    """The one answer to a body, path or query that does not validate: a 400 for a body that
+    is not JSON, else a 422 naming each invalid field."""
+    for error in errors:
+        if error.get("type") == "json_invalid":
+            detail = (error.get("ctx") or {}).get("error", "")
+            return error_response(
+                400, "malformed_json", f"the request body is not valid JSON: {detail}"
+            )
+    problems = [_problem(error) for error in errors]
+    summary = "; ".join(f"{p['field'] or 'body'}: {p['message']}" for p in problems[:5])
+    return error_response(422, "invalid_request", summary, problems=problems)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -141,14 +186,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
-        problems = [
-            {"field": _location(e), "message": str(e.get("msg", ""))} for e in error.errors()
-        ]
-        summary = "; ".join(f"{p['field'] or 'body'}: {p['message']}" for p in problems[:5])
-        return error_response(422, "invalid_request", summary, problems=problems)
+        return validation_response(error.errors())
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, error: StarletteHTTPException) -> JSONResponse:
+        if isinstance(error.__cause__, BodyTooLarge):  # FastAPI wraps what its read raised
+            return error_response(413, "body_too_large", str(error.__cause__))
         return error_response(
             error.status_code,
             _HTTP_CODES.get(error.status_code, "http_error"),

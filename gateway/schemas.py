@@ -8,7 +8,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from domain.concurrency import MAX_DEBOUNCE_MS, ConcurrencyStrategy
 from domain.ui import UIMessage
-from gateway.body import inlined
 from storage.stops import StopVerdict
 from storage.tables import ChatSession
 
@@ -50,9 +49,21 @@ def check_debounce(concurrency: ConcurrencyStrategy | None, debounce_ms: int | N
 
 
 class ChatRequest(BaseModel):
-    """What the AI SDK's DefaultChatTransport sends, or the persistence docs' `{id, message}`."""
+    """What the AI SDK's DefaultChatTransport sends, or the persistence docs' `{id, message}`.
+    Only the last message is read; the body may be up to 16 times `PERDURE_MAX_MESSAGE_BYTES`."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "anyOf": [
+                {
+                    "required": ["messages"],
+                    "properties": {"messages": {"type": "array", "minItems": 1}},
+                },
+                {"required": ["message"], "properties": {"message": {"type": "object"}}},
+            ]
+        },
+    )
 
     id: str = Field(pattern=SESSION_ID_PATTERN, description="The chat (session) id.")
     messages: list[UIMessage] | None = Field(default=None, max_length=100_000)
@@ -99,41 +110,6 @@ class ChatRequest(BaseModel):
             return self.message
         assert self.messages
         return self.messages[-1]
-
-
-PART_TYPE_PATTERN = (
-    r"^(text|reasoning|file|step-start|source-url|source-document|dynamic-tool"
-    r"|(tool|data)-[A-Za-z0-9_.:\-]{1,128})$"
-)
-"""`domain.ui.is_known_part_type` as a pattern, for the OpenAPI document."""
-
-
-def _chat_request_schema() -> dict[str, Any]:
-    """`ChatRequest` for the OpenAPI document, with what the route checks beyond the model
-    (a new message, known part types, text parts' `text`), so that clients and fuzzers see
-    the real contract."""
-    schema = inlined(ChatRequest.model_json_schema())
-    for message in (
-        schema["properties"]["message"]["anyOf"][0],
-        schema["properties"]["messages"]["anyOf"][0]["items"],
-    ):
-        part = message["properties"]["parts"]["items"]
-        part["properties"]["type"]["pattern"] = PART_TYPE_PATTERN
-        part["properties"]["text"] = {"type": "string", "description": "the text of a text part"}
-    schema["anyOf"] = [
-        {"required": ["messages"], "properties": {"messages": {"type": "array", "minItems": 1}}},
-        {"required": ["message"], "properties": {"message": {"type": "object"}}},
-    ]
-    return schema
-
-
-CHAT_REQUEST_BODY: dict[str, Any] = {
-    "required": True,
-    "description": "What the AI SDK's `DefaultChatTransport` sends. Only the last message is "
-    "read; the body may be up to 16 times `PERDURE_MAX_MESSAGE_BYTES`.",
-    "content": {"application/json": {"schema": _chat_request_schema()}},
-}
-"""The route reads its body itself (to cap its size), so the document is described here."""
 
 
 class Problem(BaseModel):

@@ -44,12 +44,6 @@ async def chat_ids(db: Database, *, keys: set[str]) -> dict[str, str]:
         return dict(rows.all())
 
 
-async def chat_id_of(db: Database, *, session_id: str) -> str:
-    """The chat id of the session stored under `session_id` (the key itself once the session
-    is deleted: a turn still running then is named by what is left)."""
-    return (await chat_ids(db, keys={session_id})).get(session_id, session_id)
-
-
 async def list_sessions(
     db: Database, *, tenant_id: str, limit: int, offset: int
 ) -> tuple[list[ChatSession], int]:

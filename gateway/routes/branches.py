@@ -7,10 +7,9 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.body import json_body, read_json, validated
 from gateway.deps import OwnedSessionDep, ServicesDep
 from gateway.schemas import SESSION_ID_PATTERN, SessionPublic
 from storage.branches import fork, siblings, switch_leaf
@@ -19,7 +18,6 @@ from storage.messages import active_path
 router = APIRouter(prefix="/v1/sessions", tags=["branches"])
 
 MessageIdPath = Annotated[str, Path(min_length=1, max_length=200)]
-SMALL_BODY_BYTES = 4096
 
 
 class SiblingPublic(BaseModel):
@@ -71,14 +69,12 @@ async def list_siblings(
 @router.post(
     "/{session_id}/leaf",
     summary="Make the branch through a message active",
-    openapi_extra={"requestBody": json_body(LeafChange, "The message to switch to")},
 )
 async def change_leaf(
-    request: Request, session: OwnedSessionDep, services: ServicesDep
+    body: LeafChange, session: OwnedSessionDep, services: ServicesDep
 ) -> LeafChanged:
     """The active branch goes through `messageId` down to its newest message; the history
     endpoints follow it. Refused (409) while a turn runs."""
-    body = validated(LeafChange, await read_json(request, limit=SMALL_BODY_BYTES))
     leaf = await switch_leaf(services.db, chat=session, message_id=body.messageId)
     return LeafChanged(leafMessageId=leaf)
 
@@ -87,12 +83,10 @@ async def change_leaf(
     "/{session_id}/fork",
     status_code=201,
     summary="A new session whose history is this one's up to a message",
-    openapi_extra={"requestBody": json_body(ForkRequest, "Where to fork, and the new id")},
 )
 async def fork_session(
-    request: Request, session: OwnedSessionDep, services: ServicesDep
+    body: ForkRequest, session: OwnedSessionDep, services: ServicesDep
 ) -> SessionPublic:
-    body = validated(ForkRequest, await read_json(request, limit=SMALL_BODY_BYTES))
     forked = await fork(
         services.db,
         chat=session,

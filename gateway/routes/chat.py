@@ -5,17 +5,17 @@ import time
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Header, Query, Response
 
 from domain.reducer import reduce_chunks
 from domain.ui import UIMessage
 from gateway.access import admission
-from gateway.body import read_json, validated
+from gateway.body_limits import body_limit, history_bytes
 from gateway.continuation import answers_in, continuation_cursor
 from gateway.deps import LifecycleDep, OwnedSessionDep, ServicesDep, TenantDep
 from gateway.errors import ApiError
 from gateway.intake import check_encoding, checked_user_message
-from gateway.schemas import CHAT_REQUEST_BODY, ChatRequest, StopResult
+from gateway.schemas import ChatRequest, StopResult
 from gateway.sse import MAX_SEQ, Cursor, cursor_from, stream_response
 from gateway.submission_schemas import SUBMISSION_ID_PATTERN
 from gateway.waits import record_answers
@@ -52,8 +52,6 @@ STREAM_RESPONSE: dict[int | str, dict[str, Any]] = {
         "content": {"text/event-stream": {"schema": SSE_EVENT}},
     }
 }
-BODY_LIMIT_FACTOR = 16
-"""The body carries the client's whole history; only the new message is capped tightly."""
 
 
 async def _stream(
@@ -98,22 +96,20 @@ def _checked_message(chat: ChatRequest, limit: int) -> UIMessage:
 @router.post(
     "",
     summary="Send a message and stream the answer",
-    openapi_extra={"requestBody": CHAT_REQUEST_BODY},
     response_class=Response,
     responses=STREAM_RESPONSE,
 )
+@body_limit(history_bytes)
 async def send_message(
-    request: Request,
+    chat: ChatRequest,
     services: ServicesDep,
     lifecycle: LifecycleDep,
     tenant: TenantDep,
     idempotency_key: Annotated[str | None, Header(max_length=300)] = None,
 ) -> Response:
-    accepted_at = time.monotonic()  # the time-to-first-token metric counts from here
+    accepted_at = time.monotonic()  # the time-to-first-token metric counts from the parsed body
     bind_ids(tenant_id=tenant)
-    limit = services.settings.max_message_bytes
-    chat = validated(ChatRequest, await read_json(request, limit=limit * BODY_LIMIT_FACTOR))
-    message = _checked_message(chat, limit)
+    message = _checked_message(chat, services.settings.max_message_bytes)
     if message.role == "assistant":
         return await _continue(services, tenant, chat, message)
     checked = await admission(services, tenant, chat.agent)

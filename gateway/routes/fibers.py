@@ -8,7 +8,7 @@ the worker (a payload the fiber's method does not accept ends the fiber `error`,
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import APIRouter, Path, Query, Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 from pydantic_core import to_json
@@ -24,7 +24,7 @@ from domain.fiber_payloads import (
 )
 from domain.names import fiber_workflow_id
 from gateway.access import admission
-from gateway.body import json_body, read_json, validated
+from gateway.body_limits import body_limit
 from gateway.deps import ServicesDep, TenantDep
 from gateway.errors import ApiError
 from gateway.schemas import AGENT_PATTERN
@@ -185,15 +185,14 @@ def _status_of(fiber: FiberRow, response: Response) -> None:
     "",
     status_code=202,
     summary="Start a fiber (and, with `wait`, wait for its end)",
-    openapi_extra={"requestBody": json_body(FiberCreate, "The fiber to start")},
     responses={200: {"model": FiberStarted, "description": "The fiber has ended"}},
 )
+@body_limit(BODY_LIMIT_BYTES)
 async def start(
-    request: Request, response: Response, services: ServicesDep, tenant: TenantDep
+    body: FiberCreate, response: Response, services: ServicesDep, tenant: TenantDep
 ) -> FiberStarted:
     """202 while the fiber runs, 200 once it has ended (its `result` or `error` included). A
     fiber no worker serves is a 422 naming the known ones."""
-    body = validated(FiberCreate, await read_json(request, limit=BODY_LIMIT_BYTES))
     if _json_size(body.payload) > MAX_FIBER_PAYLOAD_BYTES:
         raise ApiError(413, "payload_too_large", f"at most {MAX_FIBER_PAYLOAD_BYTES} bytes")
     if _json_size(body.metadata) > MAX_FIBER_METADATA_BYTES:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import APIRouter, Path, Query, Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 from temporalio.client import ScheduleActionExecutionStartWorkflow, ScheduleDescription
@@ -28,9 +28,9 @@ from domain.schedules import (
     Recurrence,
 )
 from gateway.access import admission
-from gateway.body import json_body, read_json, validated
+from gateway.body_limits import body_limit
 from gateway.deps import ServicesDep, TenantDep
-from gateway.errors import ApiError
+from gateway.errors import ApiError, InvalidField, invalid_request
 from gateway.schemas import AGENT_PATTERN, SESSION_ID_PATTERN
 from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
 from runtime.services import Services
@@ -143,19 +143,19 @@ class ScheduleChange(_Wire):
                 "give at least one of agent, sessionId, prompt, cron, everySeconds, timezone"
             )
         if "paused" in given:
-            raise ValueError(
-                "`paused` is not changed here: POST /v1/schedules/{id}/pause or …/resume"
+            raise InvalidField(
+                "paused", "`paused` is not changed here: POST /v1/schedules/{id}/pause or …/resume"
             )
         for name in ("agent", "session_id", "prompt"):
             if name in given and getattr(self, name) is None:
-                raise ValueError(f"`{to_camel(name)}` may not be null")
+                raise InvalidField(to_camel(name), f"`{to_camel(name)}` may not be null")
         if "cron" in given or "every_seconds" in given:
             _recurrence(self.cron, self.every_seconds, self.timezone)
         _check_timezone(self.timezone)
         return self
 
     def applied_to(self, current: ScheduleDefinition) -> ScheduleDefinition:
-        """`current` with this change; ValueError when the result does not recur (a time
+        """`current` with this change; `InvalidField` when the result does not recur (a time
         zone for an interval schedule)."""
         given = self.model_fields_set
         recurrence = current.recurrence
@@ -172,11 +172,19 @@ class ScheduleChange(_Wire):
 
 
 def _recurrence(cron: str | None, every_seconds: int | None, timezone: str | None) -> Recurrence:
+    """The recurrence, or `InvalidField` naming the field at fault."""
+    if cron is not None and every_seconds is not None:
+        raise InvalidField(
+            "everySeconds", "give exactly one of `cron` and an interval (`everySeconds`), not both"
+        )
+    if cron is None and every_seconds is None:
+        raise InvalidField("cron", "give exactly one of `cron` and an interval (`everySeconds`)")
+    if every_seconds is not None and timezone is not None:
+        raise InvalidField("timezone", "`timezone` applies to `cron` only; an interval ignores it")
     try:
         return Recurrence(cron=cron, every_seconds=every_seconds, timezone=timezone)
-    except ValidationError as error:
-        message = error.errors()[0]["msg"].removeprefix("Value error, ")
-        raise ValueError(message.replace("(`every`)", "(`everySeconds`)")) from None
+    except ValidationError as error:  # what is left to fail is the cron expression
+        raise InvalidField("cron", error.errors()[0]["msg"].removeprefix("Value error, ")) from None
 
 
 def _check_timezone(timezone: str | None) -> None:
@@ -185,8 +193,8 @@ def _check_timezone(timezone: str | None) -> None:
     try:
         ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(
-            f"unknown time zone {timezone!r} (an IANA name such as 'Europe/Paris')"
+        raise InvalidField(
+            "timezone", f"unknown time zone {timezone!r} (an IANA name such as 'Europe/Paris')"
         ) from None
 
 
@@ -344,15 +352,12 @@ async def _temporal(services: Services, call: Awaitable[T]) -> T:
     "",
     status_code=201,
     summary="Create a scheduled prompt",
-    openapi_extra={
-        "requestBody": json_body(ScheduleCreate, "The schedule: `cron` or `everySeconds`")
-    },
 )
-async def create(request: Request, services: ServicesDep, tenant: TenantDep) -> SchedulePublic:
+@body_limit(BODY_LIMIT_BYTES)
+async def create(body: ScheduleCreate, services: ServicesDep, tenant: TenantDep) -> SchedulePublic:
     """Each occurrence sends `prompt` into the tenant's chat `sessionId` as a user message,
     queued like any chat message and submitted once per occurrence (`schedule:{id}:{time}`).
     A schedule id already taken is a 409; an agent no worker serves a 422."""
-    body = validated(ScheduleCreate, await read_json(request, limit=BODY_LIMIT_BYTES))
     agent = body.agent or services.settings.default_agent
     admitted = await admission(services, tenant, agent)  # else 403
     await _checked_agent(services, agent, admitted)
@@ -433,18 +438,15 @@ async def _pushed(services: Services, row: PromptScheduleRow) -> None:
 @router.patch(
     "/{schedule_id}",
     summary="Change what a scheduled prompt sends, where, or when",
-    openapi_extra={
-        "requestBody": json_body(ScheduleChange, "The fields to change; the others stay")
-    },
 )
+@body_limit(BODY_LIMIT_BYTES)
 async def change(
-    request: Request, schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
+    body: ScheduleChange, schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
 ) -> SchedulePublic:
     """Occurrences from now on send the new prompt, to the new session, with the new agent, at
     the new times; turns already submitted go on as they were. Its paused state, its last
     occurrence and its id stay. A schedule declared on an agent is refused (409): change its
     declaration."""
-    body = validated(ScheduleChange, await read_json(request, limit=BODY_LIMIT_BYTES))
     row = await _owned(services, tenant, schedule_id)
     _refuse_declared(
         row, "change it in the agent's `schedules` (the workers apply it when they next start)"
@@ -452,8 +454,8 @@ async def change(
     before = ScheduleDefinition.of(row)
     try:
         after = body.applied_to(before)
-    except ValueError as error:
-        raise ApiError(422, "invalid_request", f"body: {error}") from None
+    except InvalidField as error:
+        raise invalid_request(error) from None
     if after.agent != before.agent:
         admitted = await admission(services, tenant, after.agent)  # else 403
         await _checked_agent(services, after.agent, admitted)
@@ -525,7 +527,9 @@ async def resume(
 )
 async def trigger(
     schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
-) -> Response:
+) -> SchedulePublic:
+    """Answers the schedule as it stands; the occurrence's submission shows in its
+    `lastSubmissionId` once Temporal has fired it."""
     row = await _owned(services, tenant, schedule_id)
     await _temporal(
         services,
@@ -536,24 +540,20 @@ async def trigger(
             schedule_id=row.id,
         ),
     )
-    return Response(status_code=202)
+    return SchedulePublic.of(row, services.settings.task_queue)
 
 
 @router.post(
     "/{schedule_id}/backfill",
     status_code=202,
     summary="Run the occurrences of a past period that did not fire",
-    openapi_extra={
-        "requestBody": json_body(BackfillRequest, "The period: after `start`, up to `end`")
-    },
 )
 async def backfill(
-    request: Request, schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
+    body: BackfillRequest, schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
 ) -> BackfillResult:
     """Missed occurrences are never made up by themselves; this runs those of the period now
     (at most 100), paused or not. Each is keyed by its own time, so an occurrence that already
     ran is not submitted again."""
-    body = validated(BackfillRequest, await read_json(request, limit=4096))
     row = await _owned(services, tenant, schedule_id)
     start, end = body.start.astimezone(UTC), body.end.astimezone(UTC)
     if start >= end:

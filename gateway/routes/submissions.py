@@ -5,11 +5,11 @@ import uuid
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Path, Query, Request, Response
+from fastapi import APIRouter, Header, Path, Query, Response
 
 from domain.ui import UIMessage
 from gateway.access import admission
-from gateway.body import json_body, read_json, validated
+from gateway.body_limits import body_limit, history_bytes
 from gateway.deps import LifecycleDep, OwnedSessionDep, ServicesDep, SessionIdPath, TenantDep
 from gateway.errors import ApiError
 from gateway.intake import checked_user_message
@@ -41,7 +41,6 @@ from turn_control.lifecycle import NewSubmission
 router = APIRouter(prefix="/v1/sessions", tags=["submissions"])
 
 SubmissionIdPath = Annotated[str, Path(pattern=SUBMISSION_ID_PATTERN)]
-BODY_LIMIT_FACTOR = 16
 DELETE_BATCH = 1000
 
 
@@ -66,11 +65,11 @@ def _public(services: Services, row: Submission, chat_id: str) -> SubmissionPubl
     "/{session_id}/submissions",
     status_code=202,
     summary="Submit messages for a turn; answers at once, before any inference",
-    openapi_extra={"requestBody": json_body(SubmissionCreate, "The messages and options")},
     responses={200: {"model": SubmissionAccepted, "description": "With `wait`: it has ended"}},
 )
+@body_limit(history_bytes)
 async def create(
-    request: Request,
+    body: SubmissionCreate,
     response: Response,
     session_id: SessionIdPath,
     services: ServicesDep,
@@ -81,7 +80,6 @@ async def create(
     `accepted: false`; an id and a key that name different submissions are a 409. Its
     messages join the session's transcript only when its turn starts (FIFO)."""
     limit = services.settings.max_message_bytes
-    body = validated(SubmissionCreate, await read_json(request, limit=limit * BODY_LIMIT_FACTOR))
     messages = [checked_user_message(message, limit) for message in body.messages] or [
         UIMessage(id="continue", role="user")  # stands for the last answer, taken from the store
     ]

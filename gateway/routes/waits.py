@@ -3,9 +3,9 @@
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path
 
-from gateway.body import json_body, read_json, validated
+from gateway.body_limits import body_limit, message_bytes
 from gateway.deps import OwnedSessionDep, ServicesDep, TenantDep
 from gateway.schemas import (
     ApprovalAnswer,
@@ -19,7 +19,6 @@ from storage.tables import ToolWait
 from storage.tool_waits import WaitAnswer, list_pending
 
 router = APIRouter(prefix="/v1/sessions", tags=["waits"])
-SMALL_BODY_BYTES = 16_384
 
 WaitIdPath = Annotated[str, Path(pattern=r"^[A-Za-z0-9_\-]{1,64}$")]
 ToolCallIdPath = Annotated[str, Path(pattern=r"^[A-Za-z0-9_\-.:]{1,200}$")]
@@ -61,10 +60,9 @@ async def pending_approvals(
 @router.post(
     "/{session_id}/approvals/{approval_id}",
     summary="Approve or deny a tool call; the turn goes on",
-    openapi_extra={"requestBody": json_body(ApprovalAnswer, "The answer")},
 )
 async def answer_approval(
-    request: Request,
+    answer: ApprovalAnswer,
     session: OwnedSessionDep,
     approval_id: WaitIdPath,
     services: ServicesDep,
@@ -72,7 +70,6 @@ async def answer_approval(
 ) -> WaitAnswerResult:
     """The same answer twice is idempotent (`changed: false`); another answer after the first
     is a 409, as is one after the approval expired or its turn ended; an unknown id a 404."""
-    answer = validated(ApprovalAnswer, await read_json(request, limit=SMALL_BODY_BYTES))
     (done,) = await record_answers(
         services,
         tenant,
@@ -97,10 +94,10 @@ async def pending_client_calls(
 @router.post(
     "/{session_id}/tool-calls/{tool_call_id}",
     summary="Send a client tool's output (or error); the turn goes on",
-    openapi_extra={"requestBody": json_body(ClientToolOutput, "The output, or an error")},
 )
+@body_limit(message_bytes)
 async def answer_client_call(
-    request: Request,
+    answer: ClientToolOutput,
     session: OwnedSessionDep,
     tool_call_id: ToolCallIdPath,
     services: ServicesDep,
@@ -108,8 +105,6 @@ async def answer_client_call(
 ) -> WaitAnswerResult:
     """As for approvals: a repeat is idempotent, a different second answer is a 409. The body
     may be up to `PERDURE_MAX_MESSAGE_BYTES`."""
-    limit = services.settings.max_message_bytes
-    answer = validated(ClientToolOutput, await read_json(request, limit=limit))
     (done,) = await record_answers(
         services,
         tenant,

@@ -289,6 +289,53 @@ async def test_an_invalid_schedule_is_refused_naming_the_problem(
     assert problem in response.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"cron": "0 9 * * *", "everySeconds": 3600}, "everySeconds"),
+        ({}, "cron"),
+        ({"cron": "61 * * * *"}, "cron"),
+        ({"cron": "@daily", "timezone": "Mars/Olympus"}, "timezone"),
+        ({"everySeconds": 3600, "timezone": "UTC"}, "timezone"),
+    ],
+    ids=[
+        "cron-and-interval",
+        "neither",
+        "bad-cron",
+        "unknown-time-zone",
+        "time-zone-with-interval",
+    ],
+)
+async def test_an_invalid_recurrence_is_refused_naming_its_field(
+    http: httpx.AsyncClient, change: dict[str, Any], field: str
+) -> None:
+    _, session = _ids()
+
+    response = await http.post(
+        "/v1/schedules", json={"sessionId": session, "prompt": "Hi", **change}
+    )
+
+    assert response.status_code == 422, response.text
+    (problem,) = response.json()["error"]["problems"]
+    assert problem["field"] == field
+    assert not problem["message"].startswith("Value error")
+
+
+async def test_an_invalid_change_names_its_field(http: httpx.AsyncClient) -> None:
+    schedule, session = _ids()
+    await _create(http, id=schedule, sessionId=session, prompt="Hi", everySeconds=DAILY)
+
+    response = await http.patch(f"/v1/schedules/{schedule}", json={"timezone": "Europe/Paris"})
+
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["problems"] == [
+        {
+            "field": "timezone",
+            "message": "`timezone` applies to `cron` only; an interval ignores it",
+        }
+    ]
+
+
 async def test_an_agent_no_worker_serves_is_refused(http: httpx.AsyncClient) -> None:
     _, session = _ids()
 
@@ -299,7 +346,7 @@ async def test_an_agent_no_worker_serves_is_refused(http: httpx.AsyncClient) -> 
 
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "unknown_agent"
-    assert "helper, refuser, scheduler" in response.json()["error"]["message"]
+    assert "helper, interrupter, refuser, scheduler" in response.json()["error"]["message"]
 
 
 async def test_an_oversized_body_is_refused(http: httpx.AsyncClient) -> None:
@@ -510,16 +557,31 @@ async def test_an_occurrence_sends_the_prompt_into_the_session_and_the_agent_ans
         agent="helper",
     )
 
-    assert (await http.post(f"/v1/schedules/{schedule}/trigger")).status_code == 202
+    triggered = await http.post(f"/v1/schedules/{schedule}/trigger")
     messages = await _answered(http, session, turns=1)
 
     user, answer = messages
+    assert triggered.status_code == 202
     assert user["parts"] == [{"type": "text", "text": "What is 6*7?"}]
     assert user["metadata"]["source"] == "schedule"
     assert user["metadata"]["scheduleId"] == schedule
     assert "42" in "".join(p.get("text", "") for p in answer["parts"])
     session_read = (await http.get(f"/v1/sessions/{session}")).json()
     assert session_read["agent"] == "helper"
+
+
+async def test_a_trigger_answers_the_schedule_as_it_stands(http: httpx.AsyncClient) -> None:
+    schedule, session = _ids()
+    created = await _create(
+        http, id=schedule, sessionId=session, prompt="Hi", everySeconds=DAILY, paused=True
+    )
+
+    response = await http.post(f"/v1/schedules/{schedule}/trigger")
+
+    assert response.status_code == 202
+    assert response.json()["id"] == schedule
+    assert response.json()["paused"] is True
+    assert response.json()["sessionId"] == created["sessionId"]
 
 
 async def test_a_paused_schedule_still_fires_when_triggered(

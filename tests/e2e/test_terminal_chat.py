@@ -4,9 +4,11 @@ run as a person runs it (a pseudo-terminal) or as a script does (no terminal).""
 import asyncio
 import contextlib
 import dataclasses
+import json
 import stat
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -454,6 +456,40 @@ async def test_sessions_list_shows_the_chats(stack: Stack, http: httpx.AsyncClie
     assert status == 0, err
     row = next(line for line in out.splitlines() if chat_id in line)
     assert "listed @count 1" in row and "default" in row and "idle" in row
+
+
+async def test_sessions_list_without_a_terminal_prints_a_line_per_chat(
+    stack: Stack, http: httpx.AsyncClient
+) -> None:
+    chat_id = new_chat()
+    await send(http, chat_id, "a title long enough to wrap an eighty-column table @count 1")
+    status, out, err = await run_perdure("sessions", "list", "--url", stack.url, "--limit", "200")
+
+    assert status == 0, err
+    (row,) = [line.split("\t") for line in out.splitlines() if line.startswith(f"{chat_id}\t")]
+    assert row[:4] == [
+        chat_id,
+        "a title long enough to wrap an eighty-column table @count 1",
+        "default",
+        "idle",
+    ]
+    assert datetime.fromisoformat(row[4]).tzinfo is not None
+
+
+async def test_sessions_list_json_is_the_apis_list(stack: Stack, http: httpx.AsyncClient) -> None:
+    chat_id = new_chat()
+    await send(http, chat_id, "as json @count 1")
+    status, out, err = await run_perdure(
+        "sessions", "list", "--json", "--url", stack.url, "--limit", "200"
+    )
+
+    assert status == 0, err
+    (listed,) = [session for session in json.loads(out) if session["id"] == chat_id]
+    assert (listed["title"], listed["agent"], listed["status"]) == (
+        "as json @count 1",
+        "default",
+        "idle",
+    )
 
 
 async def test_sessions_show_prints_the_transcript(stack: Stack, http: httpx.AsyncClient) -> None:
