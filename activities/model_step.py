@@ -17,7 +17,6 @@ from activities._support import (
     run_hook,
     superseded,
 )
-from activities.chunk_writer import ChunkWriter
 from activities.client_tools import turn_client_tools
 from activities.compaction import Compactor
 from activities.errors import provider_failure
@@ -41,9 +40,9 @@ from perdure.agent import Agent, TurnContext
 from perdure.agents_registry import AgentRegistry, UnknownAgent
 from perdure.recovery import bind_stash, unbind_stash
 from perdure.tools import ClientTool, ToolContext, ToolDefinition
-from storage.bus import ChunkBus
 from storage.chunks import StaleWriter, claim_log, load_log
 from storage.db import Database
+from storage.log_appender import BufferedLog, LogAppender
 from storage.step_inputs import StepInputs, read_step_inputs
 from storage.submissions import save_stash
 from storage.tables import Submission
@@ -63,14 +62,14 @@ class ModelStepActivity:
         self,
         *,
         db: Database,
-        bus: ChunkBus,
         agents: AgentRegistry,
         lifecycle: SubmissionLifecycle,
+        appender: LogAppender,
         default_model: str,
         provider_for: Callable[[str], Provider],
     ) -> None:
         self._db = db
-        self._bus = bus
+        self._appender = appender
         self._agents = agents
         self._recovery = RecoveryGate(db=db, lifecycle=lifecycle)
         self._compactor = Compactor(db)
@@ -106,9 +105,7 @@ class ModelStepActivity:
                 if writer.attempt > 1:
                     await claim_log(self._db, message_id=step.assistant_message_id, writer=writer)
                     inputs.log = await load_log(self._db, message_id=step.assistant_message_id)
-                chunks = ChunkWriter(
-                    self._db,
-                    self._bus,
+                chunks = self._appender.writer(
                     message_id=step.assistant_message_id,
                     writer=writer,
                     submission_id=submission.id,
@@ -146,7 +143,7 @@ class ModelStepActivity:
             ) from None
 
     async def _run(
-        self, agent: Agent, step: ModelStepInput, inputs: StepInputs, writer: ChunkWriter
+        self, agent: Agent, step: ModelStepInput, inputs: StepInputs, writer: BufferedLog
     ) -> ModelStepResult:
         submission = inputs.submission
         context = turn_context(agent, submission)
@@ -329,7 +326,7 @@ class ModelStepActivity:
         self,
         provider: Provider,
         request: ModelRequest,
-        writer: ChunkWriter,
+        writer: BufferedLog,
         state: StepState,
         log_step: int,
         agent: Agent,

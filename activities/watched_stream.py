@@ -6,17 +6,17 @@ from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
-from activities.chunk_writer import ChunkWriter
 from activities.providers import ModelRequest, Provider
 from domain.names import PROVIDER_STALLED
 from domain.provider_events import ResponseCursor
 from domain.step_chunks import StepChunker
 from domain.ui import Chunk
+from storage.log_appender import BufferedLog
 
 
 @dataclass
 class StreamTarget:
-    writer: ChunkWriter
+    writer: BufferedLog
     chunker: StepChunker
     log_step: int
     """Index of the step in the log, stored with a resumable provider's cursor."""

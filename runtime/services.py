@@ -28,6 +28,8 @@ class Services:
     watcher: LogWatcher
     """The one reader of the logs this process's streams follow."""
     client: Client
+    appender: LogAppender
+    """The process's one log writer: every model step's chunks go through it."""
     eager_start: bool = False
     """True when a worker runs in this process on the same client (eager workflow start)."""
 
@@ -68,12 +70,22 @@ async def open_services(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(ready.wait(), timeout=5)
         client = client or await connect_temporal(settings)
-        yield Services(settings=settings, db=db, bus=bus, watcher=watcher, client=client)
+        appender = LogAppender(db, bus)
+        try:
+            yield Services(
+                settings=settings,
+                db=db,
+                bus=bus,
+                watcher=watcher,
+                client=client,
+                appender=appender,
+            )
+        finally:
+            await appender.close()  # its last flush before the store closes
     finally:
         for task in (listener, watching):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        await LogAppender.release(db)  # its last flush before the store closes
         await db.close()

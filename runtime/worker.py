@@ -28,7 +28,6 @@ from activities.sub_agents import SubAgentActivities
 from activities.tool_call import ToolCallActivity
 from perdure.agents_registry import AgentRegistry
 from runtime.services import Services
-from storage.log_appender import LogAppender
 from telemetry.log_context import LogContextInterceptor
 from turn_control.lifecycle import SubmissionLifecycle
 from workflows import ReconcilerWorkflow, TurnWorkflow
@@ -97,17 +96,16 @@ def _log_attempt(what: str) -> None:
 def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[..., Any]]:
     """One activity object per role: model step, tool call, finish, reconcile."""
     db, bus, client = services.db, services.bus, services.client
-    # One log writer for the whole process: the model steps of every chat hand their chunks
-    # to it and it commits them together, one transaction per flush (storage/log_appender.py).
-    LogAppender.of(db, bus)
     task_queue = services.settings.task_queue
     lifecycle = SubmissionLifecycle(db, client, task_queue=task_queue)
     finisher = TurnFinisher(db=db, bus=bus, agents=agents, lifecycle=lifecycle)
     model = ModelStepActivity(
         db=db,
-        bus=bus,
         agents=agents,
         lifecycle=lifecycle,
+        # The process's one log writer: the model steps of every chat hand their chunks to it
+        # and it commits them together, one transaction per flush (storage/log_appender.py).
+        appender=services.appender,
         default_model=services.settings.model,
         provider_for=provider_for,
     )

@@ -17,7 +17,6 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
@@ -47,8 +46,6 @@ class LogAppender:
     on the bus only after the commit. A failed transaction fails every writer it carried.
     """
 
-    _by_store: "WeakKeyDictionary[Database, LogAppender]" = WeakKeyDictionary()
-
     def __init__(
         self, db: Database, bus: ChunkBus, *, max_chunks: int = MAX_CHUNKS_PER_FLUSH
     ) -> None:
@@ -64,24 +61,6 @@ class LogAppender:
         """Transactions committed so far."""
         self.chunks_written = 0
 
-    @classmethod
-    def of(cls, db: Database, bus: ChunkBus) -> "LogAppender":
-        """The appender of this store in this process, created on first use: every turn's
-        writer shares it, so a process has one log writer however many chats stream."""
-        appender = cls._by_store.get(db)
-        if appender is None:
-            appender = cls._by_store[db] = cls(db, bus)
-        elif appender._bus is not bus:
-            raise ValueError("a store's log appender publishes on one bus")
-        return appender
-
-    @classmethod
-    async def release(cls, db: Database) -> None:
-        """Close the store's appender, if it has one (before closing the store)."""
-        appender = cls._by_store.pop(db, None)
-        if appender is not None:
-            await appender.close()
-
     async def close(self) -> None:
         """Wait for the flushes under way, then close the connection."""
         while self._task is not None and not self._task.done():
@@ -92,6 +71,9 @@ class LogAppender:
         self._thread.shutdown(wait=False)
 
     def writer(self, *, message_id: str, writer: LogWriter, submission_id: str) -> "BufferedLog":
+        """A turn's writer to its answer's log: it buffers; this appender commits the buffers
+        of every turn together, one transaction per flush. The first chunk is written at
+        once; chunks added while a write is in flight are coalesced into the next one."""
         return BufferedLog(self, message_id=message_id, writer=writer, submission_id=submission_id)
 
     def _schedule(self, pending: "BufferedLog") -> None:
