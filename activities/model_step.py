@@ -17,29 +17,29 @@ from activities._support import (
     run_hook,
     superseded,
 )
+from activities.approval_gate import gate_calls, step_result
 from activities.client_tools import turn_client_tools
 from activities.compaction import Compactor
 from activities.errors import provider_failure
 from activities.events import emit
-from activities.providers import ModelRequest, Provider, ProviderError, ResumeToken
-from activities.recovery_gate import RecoveryGate
+from activities.providers import ModelRequest, Provider, ProviderError
+from activities.recovery_gate import BootDecision, RecoveryGate, RecoveryStart
+from activities.step_log import StepLog
+from activities.step_request import StepPlan, conversation_before, resume_token
 from activities.transcript_repair import repair_transcript
 from activities.watched_stream import ProviderStalled, StreamTarget, stream_into_log
-from domain.compaction import Overlaid, estimate_tokens, with_summary
+from domain.compaction import Overlaid, estimate_tokens
 from domain.continuation import StepState, step_state
-from domain.conversation import to_conversation
 from domain.names import MODEL_STEP_ACTIVITY
-from domain.payloads import ModelStepInput, ModelStepResult, ToolCallRef, WaitKind
-from domain.provider_events import ToolCallEnd
+from domain.payloads import ModelStepInput, ModelStepResult
 from domain.recovery_boot import dropped_step_chunks
-from domain.reducer import reduce_chunks
+from domain.reducer import Reduction, reduce_chunks
 from domain.step_chunks import StepChunker
 from domain.turn_chunks import REGENERATE_NOTICE, close_open_text, pending_tool_calls, start_chunk
 from domain.ui import Chunk, UIMessage
 from perdure.agent import Agent, TurnContext
 from perdure.agents_registry import AgentRegistry, UnknownAgent
 from perdure.recovery import bind_stash, unbind_stash
-from perdure.tools import ClientTool, ToolContext, ToolDefinition
 from storage.chunks import StaleWriter, claim_log, load_log
 from storage.db import Database
 from storage.log_appender import BufferedLog, LogAppender
@@ -47,7 +47,6 @@ from storage.step_inputs import StepInputs, read_step_inputs
 from storage.submissions import save_stash
 from storage.tables import Submission
 from storage.tenant_policies import agent_admission
-from storage.tool_waits import new_approval_id
 from telemetry import genai_spans, metrics
 from telemetry.log_context import bind_ids
 from turn_control.lifecycle import SubmissionLifecycle
@@ -116,18 +115,6 @@ class ModelStepActivity:
             finally:
                 unbind_stash(token)
 
-    @staticmethod
-    def _dropped(log_so_far: list[Chunk], step: ModelStepInput) -> list[Chunk]:
-        """The recovery boot plan left the partial out: drop the interrupted step, if it is
-        still open."""
-        reduction = reduce_chunks(log_so_far)
-        if reduction.steps <= step.step:
-            return []  # nothing of this step was streamed: nothing to drop
-        if not reduction.step_open:
-            log.warning("recovery boot: step %d finished already; it is not dropped", step.step)
-            return []
-        return dropped_step_chunks(reduction.open_text_id, step.step)
-
     async def _agent(self, name: str, tenant_id: str) -> Agent:
         """The turn's agent; an unknown one ends the turn naming only the served agents its
         tenant may use (the gateway admitted the name: it is allowed, but nobody serves it)."""
@@ -142,47 +129,26 @@ class ModelStepActivity:
                 non_retryable=True,
             ) from None
 
+    def _provider(self, model: str) -> Provider:
+        try:
+            return self._provider_for(model)
+        except ValueError as error:
+            raise ApplicationError(str(error), type="BadModel", non_retryable=True) from error
+
     async def _run(
         self, agent: Agent, step: ModelStepInput, inputs: StepInputs, writer: BufferedLog
     ) -> ModelStepResult:
+        """Open (or recover), repair, plan the request, stream it, gate its tool calls."""
         submission = inputs.submission
         context = turn_context(agent, submission)
-        limit = agent.hook_timeout.total_seconds()
         model = agent.model or self._default_model
-        try:
-            provider = self._provider_for(model)
-        except ValueError as error:
-            raise ApplicationError(str(error), type="BadModel", non_retryable=True) from error
-        log_so_far = inputs.log
-
-        def add(chunks: list[Chunk]) -> None:
-            writer.add(chunks)
-            log_so_far.extend(chunks)
-
+        provider = self._provider(model)
+        steplog = StepLog(inputs.log, writer)
         recovering = activity.info().attempt > 1
-        first_attempt_wrote_nothing = not log_so_far
-        history: list[UIMessage] | None = None
-        if recovering:
-            # Judged on the log as the interrupted attempt left it.
-            try:
-                start = await self._recovery.begin(
-                    agent, step, submission, log_so_far, reduce_chunks(log_so_far), inputs.path
-                )
-            except ApplicationError:
-                await cancel_at_provider(provider, submission.provider_cursor)
-                raise
-            history = start.boot.history
-        if first_attempt_wrote_nothing:
-            # `start` always opens the log, even when a recovery notice follows at once.
-            add([start_chunk(step.assistant_message_id, step.submission_id)])
-            await run_hook("on_turn_start", lambda: agent.on_turn_start(context), limit=limit)
-        if recovering:
-            add([start.notice, *start.boot.tool_results])
-            if start.boot.drop_partial:
-                add(self._dropped(log_so_far, step))
+        boot = await self._open(agent, step, inputs, steplog, provider, context, recovering)
         tools = agent.tools()
         client_tools = turn_client_tools(agent, submission)
-        state = step_state(reduce_chunks(log_so_far), step.step)
+        state = steplog.state(step.step)
         if state.finished:
             # An earlier attempt streamed the whole step and died before returning it: its
             # calls never ran (the workflow runs them once it has the step's result).
@@ -191,79 +157,132 @@ class ModelStepActivity:
                 await self._recovery.completed(submission)
             pending = pending_tool_calls(state)
             reason = "tool-calls" if pending else "stop"
-            next_step = reduce_chunks(log_so_far).steps
-            return step_result(agent, model, tools, client_tools, pending, reason, next_step)
-        add(
+            return step_result(
+                agent, model, tools, client_tools, pending, reason, steplog.reduction.steps
+            )
+        state = await self._step_opened(agent, step, steplog)
+        log_step = steplog.reduction.steps - 1
+        plan = StepPlan(
+            agent=agent,
+            provider_model=model.split(":", 1)[-1],
+            system=await self._instructions(agent, context),
+            tools=tools,
+            client_tools=client_tools,
+            state=state,
+            resume=resume_token(
+                supports_resume=provider.supports_resume,
+                cursor=submission.provider_cursor,
+                log_step=log_step,
+            ),
+        )
+        conversation = conversation_before(
+            inputs.path,
+            boot_history=_boot_history(boot, submission),
+            state=state,
+            message_id=step.assistant_message_id,
+        )
+        chunker = await self._call(
+            plan, provider, Overlaid(inputs.summary, conversation), step, log_step, context, writer
+        )
+        made, approvals = await gate_calls(agent, tools, chunker.tool_calls, context)
+        writer.add([*approvals, {"type": "finish-step"}])
+        await writer.flush()
+        if recovering:
+            await self._recovery.completed(submission)
+        reason = chunker.finish.reason if chunker.finish else "other"
+        return step_result(agent, model, tools, client_tools, made, reason, log_step + 1)
+
+    async def _open(
+        self,
+        agent: Agent,
+        step: ModelStepInput,
+        inputs: StepInputs,
+        steplog: StepLog,
+        provider: Provider,
+        context: TurnContext,
+        recovering: bool,
+    ) -> BootDecision | None:
+        """Recover when this is a retry (judged on the log as the interrupted attempt left it),
+        and open the log when no attempt wrote to it yet. The recovery's boot decision."""
+        submission = inputs.submission
+        first_attempt_wrote_nothing = not steplog.chunks
+        start: RecoveryStart | None = None
+        if recovering:
+            try:
+                start = await self._recovery.begin(
+                    agent, step, submission, steplog.chunks, steplog.reduction, inputs.path
+                )
+            except ApplicationError:
+                await cancel_at_provider(provider, submission.provider_cursor)
+                raise
+        if first_attempt_wrote_nothing:
+            # `start` always opens the log, even when a recovery notice follows at once.
+            steplog.add([start_chunk(step.assistant_message_id, step.submission_id)])
+            await run_hook(
+                "on_turn_start",
+                lambda: agent.on_turn_start(context),
+                limit=agent.hook_timeout.total_seconds(),
+            )
+        if start is None:
+            return None
+        steplog.add([start.notice, *start.boot.tool_results])
+        if start.boot.drop_partial:
+            steplog.add(_dropped(steplog.reduction, step))
+        return start.boot
+
+    async def _step_opened(self, agent: Agent, step: ModelStepInput, steplog: StepLog) -> StepState:
+        """Repair the transcript, then open this step (or a fresh one after settled calls)."""
+        steplog.add(
             await repair_transcript(
                 agent,
-                reduce_chunks(log_so_far),
+                steplog.reduction,
                 db=self._db,
                 session_id=step.session_id,
                 submission_id=step.submission_id,
             )
         )
-        state = step_state(reduce_chunks(log_so_far), step.step)
+        state = steplog.state(step.step)
         if state.started and state.has_tool_calls:
             # Its tool calls were settled above; the model goes on in a fresh step.
-            add(close_open_text(state) + [{"type": "finish-step"}, {"type": "start-step"}])
-            state = step_state(reduce_chunks(log_so_far), step.step)
-        elif not state.started:
-            add([{"type": "start-step"}])
-        log_step = reduce_chunks(log_so_far).steps - 1
+            steplog.add(close_open_text(state) + [{"type": "finish-step"}, {"type": "start-step"}])
+            return steplog.state(step.step)
+        if not state.started:
+            steplog.add([{"type": "start-step"}])
+        return state
 
-        if history is None and submission.boot_history is not None:
-            # A recovery boot plan's history holds for the rest of the turn.
-            history = [UIMessage.model_validate(m) for m in submission.boot_history]
-        if history is None:
-            history = inputs.path
-        if state.prior_parts:
-            history.append(
-                UIMessage.model_validate(
-                    {
-                        "id": step.assistant_message_id,
-                        "role": "assistant",
-                        "parts": state.prior_parts,
-                    }
-                )
-            )
-        cursor = submission.provider_cursor
-        resume = (
-            ResumeToken(
-                response_id=cursor["response_id"], sequence_number=cursor["sequence_number"]
-            )
-            if provider.supports_resume and cursor and cursor.get("step") == log_step
-            else None
-        )
+    @staticmethod
+    async def _instructions(agent: Agent, context: TurnContext) -> str:
         try:
-            system = await call_hook(
-                "instructions", lambda: agent.instructions(context), limit=limit
+            return await call_hook(
+                "instructions",
+                lambda: agent.instructions(context),
+                limit=agent.hook_timeout.total_seconds(),
             )
         except Exception as error:
             raise required_hook_failure("instructions", error) from error
-        provider_model = model.split(":", 1)[-1]
-        current = Overlaid(inputs.summary, history)
 
-        def request_for(seen: Overlaid) -> ModelRequest:
-            return ModelRequest(
-                model=provider_model,
-                system=with_summary(system, seen.summary),
-                conversation=to_conversation(seen.recent),
-                tools=[definition.spec for definition in tools.values()]
-                + [client_tool.spec for client_tool in client_tools.values()]
-                + [sub_agent.spec for sub_agent in agent.sub_agents],
-                prefill=None if resume else state.prefill,
-                resume=resume,
-                max_output_tokens=agent.max_output_tokens,
-                thinking_budget_tokens=agent.thinking_budget_tokens,
-            )
+    async def _call(
+        self,
+        plan: StepPlan,
+        provider: Provider,
+        seen: Overlaid,
+        step: ModelStepInput,
+        log_step: int,
+        context: TurnContext,
+        writer: BufferedLog,
+    ) -> StepChunker:
+        """Compact when the request is over the agent's threshold (or the provider's window),
+        and stream it into the log, traced and metered."""
+        agent = plan.agent
+        current = seen
 
         async def compacted(reason: str) -> ModelRequest | None:
             nonlocal current
             shorter = await self._compactor.compact(
                 agent=agent,
                 provider=provider,
-                model=provider_model,
-                system=system,
+                model=plan.provider_model,
+                system=plan.system,
                 current=current,
                 session_id=step.session_id,
                 submission_id=step.submission_id,
@@ -272,9 +291,9 @@ class ModelStepActivity:
             if shorter is None:
                 return None
             current = shorter
-            return request_for(current)
+            return plan.request(current)
 
-        request = request_for(current)
+        request = plan.request(current)
         threshold = agent.compact_after_tokens
         if (
             threshold is not None
@@ -282,6 +301,7 @@ class ModelStepActivity:
         ):
             request = await compacted("threshold") or request
         stall = await turn_stall_timeout(agent, context)
+        model = agent.model or self._default_model
         with genai_spans.model_call(
             model,
             session_id=step.session_id,
@@ -293,7 +313,7 @@ class ModelStepActivity:
                 provider,
                 request,
                 writer,
-                state,
+                plan.state,
                 log_step,
                 agent,
                 step,
@@ -309,18 +329,7 @@ class ModelStepActivity:
         if usage is not None:
             metrics.model_tokens(model, usage.input_tokens, usage.output_tokens)
         writer.add(chunker.close())
-        made: list[tuple[str, str, bool]] = []
-        for call in chunker.tool_calls:
-            gated = await approval_needed(agent, tools.get(call.name), call, context)
-            if gated:
-                writer.add([approval_request(call.id)])
-            made.append((call.id, call.name, gated))
-        writer.add([{"type": "finish-step"}])
-        await writer.flush()
-        if recovering:
-            await self._recovery.completed(submission)
-        reason = chunker.finish.reason if chunker.finish else "other"
-        return step_result(agent, model, tools, client_tools, made, reason, log_step + 1)
+        return chunker
 
     async def _stream(
         self,
@@ -444,70 +453,22 @@ def turn_context(agent: Agent, submission: Submission) -> TurnContext:
     )
 
 
-async def approval_needed(
-    agent: Agent, definition: ToolDefinition | None, call: ToolCallEnd, context: TurnContext
-) -> bool:
-    """Whether the call waits for a person: fail closed, so a broken or slow `needs_approval`
-    function never lets a call run unapproved."""
-    if definition is None or definition.needs_approval is False:
-        return False
-    tool_context = ToolContext(
-        tenant_id=context.tenant_id,
-        session_id=context.session_id,
-        submission_id=context.submission_id,
-        tool_call_id=call.id,
-        agent=agent.name,
-    )
-    try:
-        return await call_hook(
-            f"needs_approval of {definition.name}",
-            lambda: definition.approval_needed(dict(call.arguments), tool_context),
-            limit=agent.hook_timeout.total_seconds(),
-        )
-    except Exception:
-        log.exception("needs_approval of tool %s failed; approval is required", definition.name)
-        return True
+def _dropped(reduction: Reduction, step: ModelStepInput) -> list[Chunk]:
+    """The recovery boot plan left the partial out: drop the interrupted step, if it is still
+    open."""
+    if reduction.steps <= step.step:
+        return []  # nothing of this step was streamed: nothing to drop
+    if not reduction.step_open:
+        log.warning("recovery boot: step %d finished already; it is not dropped", step.step)
+        return []
+    return dropped_step_chunks(reduction.open_text_id, step.step)
 
 
-def approval_request(tool_call_id: str) -> Chunk:
-    return {
-        "type": "tool-approval-request",
-        "approvalId": new_approval_id(),
-        "toolCallId": tool_call_id,
-    }
-
-
-def step_result(
-    agent: Agent,
-    model: str,
-    tools: dict[str, ToolDefinition],
-    client_tools: dict[str, ClientTool],
-    calls: list[tuple[str, str, bool]],
-    finish_reason: str,
-    next_step: int,
-) -> ModelStepResult:
-    """The step's result; `calls` are `(tool_call_id, tool_name, approval requested)`."""
-    refs: list[ToolCallRef] = []
-    for call_id, name, gated in calls:
-        wait: WaitKind | None = None
-        if gated:
-            wait = "approval"
-        elif name in client_tools:
-            wait = "client"
-        sub_agent = agent.sub_agent(name)
-        refs.append(
-            ToolCallRef(
-                tool_call_id=call_id,
-                tool_name=name,
-                idempotent=tools[name].idempotent if name in tools else True,
-                wait=wait,
-                sub_agent=sub_agent.agent if sub_agent else None,
-            )
-        )
-    return ModelStepResult(
-        finish_reason=finish_reason,
-        tool_calls=refs,
-        max_steps=agent.max_steps,
-        next_step=next_step,
-        model=model,
-    )
+def _boot_history(boot: BootDecision | None, submission: Submission) -> list[UIMessage] | None:
+    """The conversation a recovery boot plan chose: this recovery's, else the one an earlier
+    recovery of the turn chose (it holds for the rest of the turn)."""
+    if boot is not None and boot.history is not None:
+        return boot.history
+    if submission.boot_history is not None:
+        return [UIMessage.model_validate(m) for m in submission.boot_history]
+    return None

@@ -5,6 +5,7 @@ recovery continues from are all this reduction of the same log, so they can neve
 with what a client was streamed.
 """
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -194,10 +195,32 @@ class _Reducer:
             self.out.metadata.update(metadata)
 
 
+class Reducer:
+    """A log's reduction kept up to date as chunks are added: each chunk is applied once,
+    however often the reduction is read."""
+
+    def __init__(self, chunks: list[Chunk] | None = None) -> None:
+        self._reducer = _Reducer()
+        self.add(chunks or [])
+
+    def add(self, chunks: list[Chunk]) -> None:
+        for chunk in chunks:
+            self._reducer.apply(chunk)
+
+    def snapshot(self) -> Reduction:
+        """The reduction so far, a copy: later chunks change the reducer's parts in place
+        (a text delta, a step that finishes), never a snapshot taken before them."""
+        return _finished(copy.deepcopy(self._reducer.out), self._reducer)
+
+
+def _finished(out: Reduction, reducer: _Reducer) -> Reduction:
+    open_text = [chunk_id for (part_type, chunk_id) in reducer.open_keys() if part_type == "text"]
+    out.open_text_id = open_text[-1] if open_text else None
+    return out
+
+
 def reduce_chunks(chunks: list[Chunk]) -> Reduction:
     reducer = _Reducer()
     for chunk in chunks:
         reducer.apply(chunk)
-    open_text = [chunk_id for (part_type, chunk_id) in reducer.open_keys() if part_type == "text"]
-    reducer.out.open_text_id = open_text[-1] if open_text else None
-    return reducer.out
+    return _finished(reducer.out, reducer)

@@ -84,6 +84,7 @@ def test_the_gateway_never_loads_the_worker_assembly() -> None:
 DETERMINISTIC_IMPORTS = {
     "asyncio",
     "contextlib",
+    "copy",
     "dataclasses",
     "datetime",
     "json",

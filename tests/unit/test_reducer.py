@@ -1,6 +1,6 @@
 """The chunk reducer folds a log into the UIMessage the AI SDK client would build."""
 
-from domain.reducer import reduce_chunks
+from domain.reducer import Reducer, reduce_chunks
 
 
 def test_text_deltas_accumulate_into_one_text_part() -> None:
@@ -99,3 +99,30 @@ def test_a_continued_delta_extends_the_open_part() -> None:
     assert reduction.text() == "1 2 3"
     assert reduction.terminal == "abort"
     assert reduction.open_text_id is None
+
+
+LOG = [
+    {"type": "start", "messageId": "m"},
+    {"type": "start-step"},
+    {"type": "text-start", "id": "t"},
+    {"type": "text-delta", "id": "t", "delta": "Hel"},
+    {"type": "text-delta", "id": "t", "delta": "lo"},
+    {"type": "tool-input-available", "toolCallId": "c", "toolName": "f", "input": {}},
+    {"type": "finish-step"},
+]
+
+
+def test_an_incremental_reduction_equals_the_whole_logs_at_every_point() -> None:
+    reducer = Reducer()
+    for end in range(len(LOG)):
+        reducer.add(LOG[end : end + 1])
+        assert reducer.snapshot() == reduce_chunks(LOG[: end + 1])
+
+
+def test_a_snapshot_is_not_changed_by_chunks_added_after_it() -> None:
+    reducer = Reducer(LOG[:4])
+    before = reducer.snapshot()
+    reducer.add(LOG[4:])
+
+    assert before == reduce_chunks(LOG[:4])
+    assert before.open_text_id == "t"

@@ -1,0 +1,102 @@
+"""After the stream: which of the step's tool calls wait for a person before they run."""
+
+import logging
+
+from activities._support import call_hook
+from domain.payloads import ModelStepResult, ToolCallRef, WaitKind
+from domain.provider_events import ToolCallEnd
+from domain.ui import Chunk
+from perdure.agent import Agent, TurnContext
+from perdure.tools import ClientTool, ToolContext, ToolDefinition
+from storage.tool_waits import new_approval_id
+
+log = logging.getLogger(__name__)
+
+MadeCall = tuple[str, str, bool]
+"""A call the step made: `(tool_call_id, tool_name, approval requested)`."""
+
+
+async def gate_calls(
+    agent: Agent,
+    tools: dict[str, ToolDefinition],
+    calls: list[ToolCallEnd],
+    context: TurnContext,
+) -> tuple[list[MadeCall], list[Chunk]]:
+    """The calls, each marked when it needs an approval, and the approval requests to log."""
+    made: list[MadeCall] = []
+    requests: list[Chunk] = []
+    for call in calls:
+        gated = await approval_needed(agent, tools.get(call.name), call, context)
+        if gated:
+            requests.append(approval_request(call.id))
+        made.append((call.id, call.name, gated))
+    return made, requests
+
+
+async def approval_needed(
+    agent: Agent, definition: ToolDefinition | None, call: ToolCallEnd, context: TurnContext
+) -> bool:
+    """Whether the call waits for a person: fail closed, so a broken or slow `needs_approval`
+    function never lets a call run unapproved."""
+    if definition is None or definition.needs_approval is False:
+        return False
+    tool_context = ToolContext(
+        tenant_id=context.tenant_id,
+        session_id=context.session_id,
+        submission_id=context.submission_id,
+        tool_call_id=call.id,
+        agent=agent.name,
+    )
+    try:
+        return await call_hook(
+            f"needs_approval of {definition.name}",
+            lambda: definition.approval_needed(dict(call.arguments), tool_context),
+            limit=agent.hook_timeout.total_seconds(),
+        )
+    except Exception:
+        log.exception("needs_approval of tool %s failed; approval is required", definition.name)
+        return True
+
+
+def approval_request(tool_call_id: str) -> Chunk:
+    return {
+        "type": "tool-approval-request",
+        "approvalId": new_approval_id(),
+        "toolCallId": tool_call_id,
+    }
+
+
+def step_result(
+    agent: Agent,
+    model: str,
+    tools: dict[str, ToolDefinition],
+    client_tools: dict[str, ClientTool],
+    calls: list[MadeCall],
+    finish_reason: str,
+    next_step: int,
+) -> ModelStepResult:
+    """The step's result: what the workflow runs next (each call, and how it waits)."""
+    refs: list[ToolCallRef] = []
+    for call_id, name, gated in calls:
+        wait: WaitKind | None = None
+        if gated:
+            wait = "approval"
+        elif name in client_tools:
+            wait = "client"
+        sub_agent = agent.sub_agent(name)
+        refs.append(
+            ToolCallRef(
+                tool_call_id=call_id,
+                tool_name=name,
+                idempotent=tools[name].idempotent if name in tools else True,
+                wait=wait,
+                sub_agent=sub_agent.agent if sub_agent else None,
+            )
+        )
+    return ModelStepResult(
+        finish_reason=finish_reason,
+        tool_calls=refs,
+        max_steps=agent.max_steps,
+        next_step=next_step,
+        model=model,
+    )

@@ -1,0 +1,76 @@
+"""From what the log and the recovery decided to the provider request: pure, no I/O.
+
+A model step reads the store and runs the agent's hooks first; what it sends then follows from
+those results alone: which conversation (the active path, a recovery boot plan's history, the
+step's earlier parts), whether to re-attach to a resumable response or continue a prefill, and
+the agent's tools and limits.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from activities.providers import ModelRequest, ResumeToken
+from domain.compaction import Overlaid, with_summary
+from domain.continuation import StepState
+from domain.conversation import to_conversation
+from domain.ui import UIMessage
+from perdure.agent import Agent
+from perdure.tools import ClientTool, ToolDefinition
+
+
+def conversation_before(
+    path: list[UIMessage],
+    *,
+    boot_history: list[UIMessage] | None,
+    state: StepState,
+    message_id: str,
+) -> list[UIMessage]:
+    """What the model is shown before this step: a recovery boot plan's history if one holds
+    for the turn (else the active path), then the answer's earlier steps."""
+    history = list(boot_history if boot_history is not None else path)
+    if state.prior_parts:
+        history.append(
+            UIMessage.model_validate(
+                {"id": message_id, "role": "assistant", "parts": state.prior_parts}
+            )
+        )
+    return history
+
+
+def resume_token(
+    *, supports_resume: bool, cursor: dict[str, Any] | None, log_step: int
+) -> ResumeToken | None:
+    """Re-attach to the provider's response of this very step, when the provider keeps one."""
+    if not supports_resume or not cursor or cursor.get("step") != log_step:
+        return None
+    return ResumeToken(response_id=cursor["response_id"], sequence_number=cursor["sequence_number"])
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What every request of the step shares; `request(seen)` makes one for a conversation
+    (the first, or a compacted one)."""
+
+    agent: Agent
+    provider_model: str
+    """The provider's own name for the model (`gpt-4.1-mini`, not `openai:gpt-4.1-mini`)."""
+    system: str
+    tools: dict[str, ToolDefinition]
+    client_tools: dict[str, ClientTool]
+    state: StepState
+    resume: ResumeToken | None
+
+    def request(self, seen: Overlaid) -> ModelRequest:
+        return ModelRequest(
+            model=self.provider_model,
+            system=with_summary(self.system, seen.summary),
+            conversation=to_conversation(seen.recent),
+            tools=[definition.spec for definition in self.tools.values()]
+            + [client_tool.spec for client_tool in self.client_tools.values()]
+            + [sub_agent.spec for sub_agent in self.agent.sub_agents],
+            # A re-attached response goes on by itself; otherwise the step's text so far.
+            prefill=None if self.resume else self.state.prefill,
+            resume=self.resume,
+            max_output_tokens=self.agent.max_output_tokens,
+            thinking_budget_tokens=self.agent.thinking_budget_tokens,
+        )
