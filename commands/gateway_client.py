@@ -60,7 +60,7 @@ class AnswerStream:
         self.submission_id: str | None = response.headers.get("x-perdure-submission-id")
 
     def events(self) -> Iterator[StreamEvent]:
-        return self._reader.events(self._response.iter_lines())
+        return self._reader.events(self._response)
 
     @property
     def done(self) -> bool:

@@ -1,9 +1,12 @@
 """Read the gateway's UI message stream (SSE) into events: `id: <submission>:<seq>` + chunk."""
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+import httpx
+from httpx_sse import EventSource
 
 DONE = "[DONE]"
 
@@ -24,26 +27,17 @@ class EventReader:
     done: bool = False
     """The stream's `data: [DONE]` came: the server has sent everything of this answer."""
 
-    def events(self, lines: Iterable[str]) -> Iterator[StreamEvent]:
-        """Each complete event of `lines` (a response's lines, without their line breaks).
+    def events(self, response: httpx.Response) -> Iterator[StreamEvent]:
+        """Each complete event of the response, decoded by httpx-sse as the SSE specification
+        says.
 
         Comments (keep-alives) are skipped. An event cut off by a dropped connection (no blank
         line after it) is never yielded: a resume sends it again, its cursor being before it.
         """
-        event_id: str | None = None
-        data: list[str] = []
-        for line in lines:
-            if line == "":
-                if data == [DONE]:
-                    self.done = True
-                    return
-                if data:
-                    yield StreamEvent(event_id=event_id, chunk=json.loads("\n".join(data)))
-                event_id, data = None, []
-            elif not line.startswith(":"):
-                field, _, value = line.partition(":")
-                value = value.removeprefix(" ")
-                if field == "id":
-                    event_id = value
-                elif field == "data":
-                    data.append(value)
+        for event in EventSource(response).iter_sse():
+            if not event.data:
+                continue  # a keep-alive after an id is an empty event to the decoder
+            if event.data == DONE:
+                self.done = True
+                return
+            yield StreamEvent(event_id=event.id or None, chunk=json.loads(event.data))

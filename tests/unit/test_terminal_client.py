@@ -60,8 +60,9 @@ def test_the_client_speaks_only_http_it_imports_nothing_of_perdure_but_itself() 
     assert outside == []
 
 
-def lines(body: str) -> list[str]:
-    return body.split("\n")
+def lines(body: str) -> httpx.Response:
+    """A response whose body is these lines, as the gateway streams them."""
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
 
 
 def test_events_carry_their_id_and_chunk_and_done_ends_the_stream() -> None:
