@@ -9,9 +9,9 @@ from typing import TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from domain.names import HOOK_TIMED_OUT, SUPERSEDED, TURN_STOPPED
 from perdure.agent import Agent
 from perdure.agents_registry import AgentRegistry, UnknownAgent
+from perdure.domain.names import HOOK_TIMED_OUT, SUPERSEDED, TURN_STOPPED
 from storage.chunks import LogWriter, StaleWriter
 from storage.tables import Submission
 

@@ -2,8 +2,8 @@
 
 from temporalio import activity
 
-from domain.names import ADMIT_DEBOUNCED_ACTIVITY
-from domain.payloads import AdmitDebouncedInput, AdmitDebouncedResult
+from perdure.domain.names import ADMIT_DEBOUNCED_ACTIVITY
+from perdure.domain.payloads import AdmitDebouncedInput, AdmitDebouncedResult
 from storage.db import Database
 from storage.submissions import admit_when_due
 

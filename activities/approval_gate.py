@@ -3,10 +3,10 @@
 import logging
 
 from activities._support import call_hook
-from domain.payloads import ModelStepResult, ToolCallRef, WaitKind
-from domain.provider_events import ToolCallEnd
-from domain.ui import Chunk
 from perdure.agent import Agent, TurnContext
+from perdure.domain.payloads import ModelStepResult, ToolCallRef, WaitKind
+from perdure.domain.provider_events import ToolCallEnd
+from perdure.domain.ui import Chunk
 from perdure.tools import ClientTool, ToolContext, ToolDefinition
 from storage.tool_waits import new_approval_id
 

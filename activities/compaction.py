@@ -5,15 +5,15 @@ import asyncio
 
 from activities.events import emit
 from activities.providers import ModelRequest, Provider
-from domain.compaction import (
+from perdure.agent import Agent
+from perdure.domain.compaction import (
     Overlaid,
     cut_point,
     estimate_tokens,
     with_summary,
 )
-from domain.conversation import UserItem, to_conversation
-from domain.provider_events import TextDelta
-from perdure.agent import Agent
+from perdure.domain.conversation import UserItem, to_conversation
+from perdure.domain.provider_events import TextDelta
 from storage.compactions import save_compaction
 from storage.db import Database
 

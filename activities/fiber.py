@@ -17,7 +17,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from activities._support import call_hook, heartbeating, run_hook
-from domain.fiber_payloads import (
+from perdure.agent import Agent
+from perdure.agents_registry import AgentRegistry, UnknownAgent
+from perdure.domain.fiber_payloads import (
     MAX_FIBER_METADATA_BYTES,
     MAX_FIBER_PAYLOAD_BYTES,
     MAX_FIBER_RESULT_BYTES,
@@ -29,9 +31,7 @@ from domain.fiber_payloads import (
     RunFiberInput,
     resolve_fiber_kind,
 )
-from domain.names import FIBER_FAILED, FINISH_FIBER_ACTIVITY, RUN_FIBER_ACTIVITY, SUPERSEDED
-from perdure.agent import Agent
-from perdure.agents_registry import AgentRegistry, UnknownAgent
+from perdure.domain.names import FIBER_FAILED, FINISH_FIBER_ACTIVITY, RUN_FIBER_ACTIVITY, SUPERSEDED
 from perdure.fibers import (
     CANCEL_GRACE,
     FiberCancelled,
@@ -46,6 +46,7 @@ from perdure.fibers import (
     unbind_fiber_starter,
 )
 from perdure.recovery import bind_stash, unbind_stash
+from perdure.turn_control.fibers import start_fiber, wait_fiber_ended
 from storage.db import Database
 from storage.fiber_tables import FiberRow
 from storage.fibers import (
@@ -58,7 +59,6 @@ from storage.fibers import (
     stash_fiber,
 )
 from storage.submissions import get_submission
-from turn_control.fibers import start_fiber, wait_fiber_ended
 
 log = logging.getLogger("perdure.fibers")
 

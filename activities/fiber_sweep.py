@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 
 from temporalio.client import Client
 
-from domain.fiber_payloads import FiberKind
-from domain.names import fiber_workflow_id
+from perdure.domain.fiber_payloads import FiberKind
+from perdure.domain.names import fiber_workflow_id
+from perdure.turn_control.client import workflow_state
+from perdure.turn_control.fibers import start_fiber_workflow
 from storage.db import Database
 from storage.fiber_tables import FiberRow
 from storage.fibers import fiber_kinds, settle_fiber, stale_unsettled_fibers
-from turn_control.client import workflow_state
-from turn_control.fibers import start_fiber_workflow
 
 SWEEP_BATCH = 200
 """Fibers looked at per run at most, oldest first: the rest wait for the next run."""

@@ -6,16 +6,18 @@ from temporalio import activity
 
 from activities._support import current_writer, run_hook
 from activities.events import emit
-from domain.names import FINISH_TURN_ACTIVITY
-from domain.payloads import FinishTurnInput, FinishTurnResult
-from domain.policy import RecoveryPolicy
-from domain.reducer import Reduction, reduce_chunks
-from domain.repair import settled_parts_only
-from domain.storage_hygiene import for_storage
-from domain.turn_chunks import closing_chunks
 from perdure.agent import Agent, TurnContext
 from perdure.agents_registry import AgentRegistry
+from perdure.domain.names import FINISH_TURN_ACTIVITY
+from perdure.domain.payloads import FinishTurnInput, FinishTurnResult
+from perdure.domain.policy import RecoveryPolicy
+from perdure.domain.reducer import Reduction, reduce_chunks
+from perdure.domain.repair import settled_parts_only
+from perdure.domain.storage_hygiene import for_storage
+from perdure.domain.turn_chunks import closing_chunks
 from perdure.recovery import ExhaustedContext
+from perdure.telemetry import metrics
+from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.bus import ChunkBus
 from storage.chunks import LogWriter, load_log
 from storage.db import Database
@@ -24,8 +26,6 @@ from storage.incidents import load_incident
 from storage.stops import Ending, decide_ending
 from storage.submissions import finish
 from storage.tables import Submission
-from telemetry import metrics
-from turn_control.lifecycle import SubmissionLifecycle
 
 log = logging.getLogger(__name__)
 

@@ -28,18 +28,26 @@ from activities.step_log import StepLog
 from activities.step_request import StepPlan, conversation_before, resume_token
 from activities.transcript_repair import repair_transcript
 from activities.watched_stream import ProviderStalled, StreamTarget, stream_into_log
-from domain.compaction import Overlaid, estimate_tokens
-from domain.continuation import StepState, step_state
-from domain.names import MODEL_STEP_ACTIVITY
-from domain.payloads import ModelStepInput, ModelStepResult
-from domain.recovery_boot import dropped_step_chunks
-from domain.reducer import Reduction, reduce_chunks
-from domain.step_chunks import StepChunker
-from domain.turn_chunks import REGENERATE_NOTICE, close_open_text, pending_tool_calls, start_chunk
-from domain.ui import Chunk, UIMessage
 from perdure.agent import Agent, TurnContext
 from perdure.agents_registry import AgentRegistry, UnknownAgent
+from perdure.domain.compaction import Overlaid, estimate_tokens
+from perdure.domain.continuation import StepState, step_state
+from perdure.domain.names import MODEL_STEP_ACTIVITY
+from perdure.domain.payloads import ModelStepInput, ModelStepResult
+from perdure.domain.recovery_boot import dropped_step_chunks
+from perdure.domain.reducer import Reduction, reduce_chunks
+from perdure.domain.step_chunks import StepChunker
+from perdure.domain.turn_chunks import (
+    REGENERATE_NOTICE,
+    close_open_text,
+    pending_tool_calls,
+    start_chunk,
+)
+from perdure.domain.ui import Chunk, UIMessage
 from perdure.recovery import bind_stash, unbind_stash
+from perdure.telemetry import genai_spans, metrics
+from perdure.telemetry.log_context import bind_ids
+from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.chunks import StaleWriter, claim_log, load_log
 from storage.db import Database
 from storage.log_appender import BufferedLog, LogAppender
@@ -47,9 +55,6 @@ from storage.step_inputs import StepInputs, read_step_inputs
 from storage.submissions import save_stash
 from storage.tables import Submission
 from storage.tenant_policies import agent_admission
-from telemetry import genai_spans, metrics
-from telemetry.log_context import bind_ids
-from turn_control.lifecycle import SubmissionLifecycle
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,10 @@ from temporalio.exceptions import ApplicationError
 from activities._support import current_writer, resolve_agent, superseded
 from activities.client_tools import turn_client_tools
 from activities.events import emit
-from domain.names import PARK_TURN_ACTIVITY, RESUME_TURN_ACTIVITY
-from domain.payloads import (
+from perdure.agent import Agent
+from perdure.agents_registry import AgentRegistry
+from perdure.domain.names import PARK_TURN_ACTIVITY, RESUME_TURN_ACTIVITY
+from perdure.domain.payloads import (
     ParkTurnInput,
     ParkTurnResult,
     ResumeTurnInput,
@@ -23,12 +25,10 @@ from domain.payloads import (
     WaitKind,
     WaitRef,
 )
-from domain.reducer import Reduction, reduce_chunks
-from domain.repair import is_settled
-from domain.turn_chunks import denied_chunk, start_chunk, tool_error_chunk
-from domain.ui import Chunk
-from perdure.agent import Agent
-from perdure.agents_registry import AgentRegistry
+from perdure.domain.reducer import Reduction, reduce_chunks
+from perdure.domain.repair import is_settled
+from perdure.domain.turn_chunks import denied_chunk, start_chunk, tool_error_chunk
+from perdure.domain.ui import Chunk
 from perdure.tools import ClientTool, capped_output
 from storage.bus import ChunkBus
 from storage.chunks import StaleWriter, append_chunks, claim_log, load_log

@@ -10,15 +10,15 @@ from temporalio.client import Client
 from activities.events import emit
 from activities.fiber_sweep import sweep_fibers
 from activities.finish import TurnFinisher
-from domain.names import RECONCILE_ACTIVITY
-from domain.payloads import FinishTurnInput, ReconcileInput, ReconcileReport
+from perdure.domain.names import RECONCILE_ACTIVITY
+from perdure.domain.payloads import FinishTurnInput, ReconcileInput, ReconcileReport
+from perdure.turn_control.client import turn_state
+from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.chunks import LogWriter
 from storage.db import Database
 from storage.hygiene import prune_closed_logs
 from storage.submissions import stale_active
 from storage.timing import now
-from turn_control.client import turn_state
-from turn_control.lifecycle import SubmissionLifecycle
 
 RECONCILER_WRITER = LogWriter(key="reconciler", attempt=1)
 PRUNE_BATCHES = 50

@@ -13,12 +13,13 @@ from temporalio.exceptions import ApplicationError
 
 from activities._support import call_hook, current_writer
 from activities.events import emit
-from domain.names import (
+from perdure.agent import Agent
+from perdure.domain.names import (
     RECOVERY_EXHAUSTED,
     RECOVERY_SKIPPED,
 )
-from domain.payloads import ModelStepInput
-from domain.recovery import (
+from perdure.domain.payloads import ModelStepInput
+from perdure.domain.recovery import (
     Incident,
     aborted_by_predicate,
     evaluate_incident,
@@ -26,7 +27,7 @@ from domain.recovery import (
     recovery_kind,
     recovery_notice,
 )
-from domain.recovery_boot import (
+from perdure.domain.recovery_boot import (
     FollowUp,
     RecoveryBoot,
     default_boot,
@@ -34,17 +35,16 @@ from domain.recovery_boot import (
     synthesized_results,
     unanswered_calls,
 )
-from domain.reducer import Reduction
-from domain.ui import Chunk, UIMessage
-from perdure.agent import Agent
+from perdure.domain.reducer import Reduction
+from perdure.domain.ui import Chunk, UIMessage
 from perdure.recovery import ChatRecoveryContext, RecoveryBootContext, RecoveryOptions
+from perdure.telemetry import metrics
+from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.db import Database
 from storage.incidents import load_incident, save_incident
 from storage.submissions import apply_recovery_plan, queued_after, save_boot_history
 from storage.tables import Submission
 from storage.timing import now
-from telemetry import metrics
-from turn_control.lifecycle import SubmissionLifecycle
 
 log = logging.getLogger(__name__)
 

@@ -15,22 +15,22 @@ import logging
 from temporalio import activity
 
 from activities.events import emit
-from domain.names import FIRE_SCHEDULE_ACTIVITY
-from domain.schedules import (
+from perdure.domain.names import FIRE_SCHEDULE_ACTIVITY
+from perdure.domain.schedules import (
     FireScheduleInput,
     FireScheduleResult,
     occurrence_key,
     occurrence_message_id,
     occurrence_text,
 )
-from domain.ui import UIMessage
+from perdure.domain.ui import UIMessage
+from perdure.turn_control.lifecycle import NewSubmission, SubmissionLifecycle
 from storage.concurrency import SessionBusy
 from storage.db import Database
 from storage.errors import AgentNotAllowed
 from storage.schedules import get_schedule, record_occurrence
 from storage.submissions import SubmissionOptions
 from storage.tenant_policies import agent_admission
-from turn_control.lifecycle import NewSubmission, SubmissionLifecycle
 
 log = logging.getLogger("perdure.schedules")
 

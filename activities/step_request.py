@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from activities.providers import ModelRequest, ResumeToken
-from domain.compaction import Overlaid, with_summary
-from domain.continuation import StepState
-from domain.conversation import to_conversation
-from domain.ui import UIMessage
 from perdure.agent import Agent
+from perdure.domain.compaction import Overlaid, with_summary
+from perdure.domain.continuation import StepState
+from perdure.domain.conversation import to_conversation
+from perdure.domain.ui import UIMessage
 from perdure.tools import ClientTool, ToolDefinition
 
 

@@ -18,19 +18,21 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities._support import current_writer, heartbeating, resolve_agent, superseded
-from domain.names import RELAY_SUB_TURN_ACTIVITY, START_SUB_TURN_ACTIVITY
-from domain.payloads import (
+from perdure.agents_registry import AgentRegistry
+from perdure.domain.names import RELAY_SUB_TURN_ACTIVITY, START_SUB_TURN_ACTIVITY
+from perdure.domain.payloads import (
     RelaySubTurnInput,
     RelaySubTurnResult,
     SubTurnInput,
     SubTurnStart,
 )
-from domain.reducer import Reduction, reduce_chunks
-from domain.repair import is_settled
-from domain.turn_chunks import tool_error_chunk
-from domain.ui import Chunk, UIMessage
-from perdure.agents_registry import AgentRegistry
+from perdure.domain.reducer import Reduction, reduce_chunks
+from perdure.domain.repair import is_settled
+from perdure.domain.turn_chunks import tool_error_chunk
+from perdure.domain.ui import Chunk, UIMessage
 from perdure.tools import capped_output
+from perdure.turn_control.client import TurnStart
+from perdure.turn_control.lifecycle import NewSubmission, SubmissionLifecycle
 from storage.bus import ChunkBus
 from storage.chunks import (
     StaleWriter,
@@ -44,8 +46,6 @@ from storage.db import Database
 from storage.sessions import session_depth
 from storage.submissions import ParentCall, SubmissionOptions, get_submission
 from storage.tables import Submission
-from turn_control.client import TurnStart
-from turn_control.lifecycle import NewSubmission, SubmissionLifecycle
 
 RELAY_EVERY = 0.1
 """Seconds between reads of the child's log when no write in this process wakes the relay

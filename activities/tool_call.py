@@ -13,22 +13,22 @@ from activities._support import (
     superseded,
 )
 from activities.model_step import stash_writer
-from domain.names import RUN_TOOL_ACTIVITY
-from domain.payloads import RunToolInput
-from domain.reducer import reduce_chunks
-from domain.repair import is_settled
-from domain.turn_chunks import tool_error_chunk
-from domain.ui import Chunk
 from perdure.agent import Agent
 from perdure.agents_registry import AgentRegistry
+from perdure.domain.names import RUN_TOOL_ACTIVITY
+from perdure.domain.payloads import RunToolInput
+from perdure.domain.reducer import reduce_chunks
+from perdure.domain.repair import is_settled
+from perdure.domain.turn_chunks import tool_error_chunk
+from perdure.domain.ui import Chunk
 from perdure.recovery import bind_stash, unbind_stash
+from perdure.telemetry import genai_spans
+from perdure.telemetry.log_context import bind_ids
 from perdure.tools import ToolContext, ToolDefinition, capped_output
 from storage.bus import ChunkBus
 from storage.chunks import StaleWriter, append_chunks, claim_log, load_log
 from storage.db import Database
 from storage.submissions import get_submission
-from telemetry import genai_spans
-from telemetry.log_context import bind_ids
 
 
 class ToolCallActivity:

@@ -5,10 +5,10 @@ import logging
 
 from activities._support import call_hook
 from activities.events import emit
-from domain.reducer import Reduction
-from domain.repair import default_repair, repair_chunks, unsettled_tool_parts
-from domain.ui import Chunk
 from perdure.agent import Agent
+from perdure.domain.reducer import Reduction
+from perdure.domain.repair import default_repair, repair_chunks, unsettled_tool_parts
+from perdure.domain.ui import Chunk
 from storage.db import Database
 
 log = logging.getLogger(__name__)

@@ -7,10 +7,10 @@ from typing import Any
 from temporalio.exceptions import ApplicationError
 
 from activities.providers import ModelRequest, Provider
-from domain.names import PROVIDER_STALLED
-from domain.provider_events import ResponseCursor
-from domain.step_chunks import StepChunker
-from domain.ui import Chunk
+from perdure.domain.names import PROVIDER_STALLED
+from perdure.domain.provider_events import ResponseCursor
+from perdure.domain.step_chunks import StepChunker
+from perdure.domain.ui import Chunk
 from storage.log_appender import BufferedLog
 
 

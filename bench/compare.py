@@ -62,8 +62,8 @@ from temporalio.client import Client
 from bench._support import Observation, ProviderRequest, RemoteFakeProvider, p50_p95
 from bench.alternatives._common import WORKER_READY, AltProcess, wait_healthy
 from bench.latency import percentile
-from domain.names import turn_workflow_id
-from runtime.temporal_dev import dev_server
+from perdure.domain.names import turn_workflow_id
+from perdure.runtime.temporal_dev import dev_server
 from tests.cluster import LiveStream, running_cluster
 from tests.databases import database_url, postgres_available
 from tests.e2e.chat_client import counting

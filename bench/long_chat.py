@@ -29,7 +29,7 @@ from temporalio.client import Client
 
 from bench.latency import percentile
 from bench.split import split_stack
-from domain.names import turn_workflow_id
+from perdure.domain.names import turn_workflow_id
 from tests.databases import database_url, postgres_available
 from tests.fakeprovider.server import FakeProvider
 

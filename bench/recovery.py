@@ -41,7 +41,7 @@ from tempfile import TemporaryDirectory
 import httpx
 
 from bench._support import stats
-from domain.names import MODEL_STEP_ACTIVITY, turn_workflow_id
+from perdure.domain.names import MODEL_STEP_ACTIVITY, turn_workflow_id
 from tests.cluster import (
     Cluster,
     CountingTurn,

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.temporal_dev import dev_server
+from perdure.runtime.temporal_dev import dev_server
 from tests.fakeprovider.server import FakeProvider
 from tests.processes import PerdureProcess, wait_healthy
 from tests.stack import free_port

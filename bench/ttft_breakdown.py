@@ -31,13 +31,13 @@ import uvicorn
 
 import activities.model_step as model_step_module
 import gateway.routes.chat as chat_routes
-from domain.names import turn_workflow_id
 from gateway.app import create_app
 from perdure.agents_registry import load_agents
-from runtime.services import open_services
-from runtime.settings import Settings
-from runtime.temporal_dev import DevServerConfig, dev_server
-from runtime.worker import build_worker
+from perdure.domain.names import turn_workflow_id
+from perdure.runtime.services import open_services
+from perdure.runtime.settings import Settings
+from perdure.runtime.temporal_dev import DevServerConfig, dev_server
+from perdure.runtime.worker import build_worker
 from tests.fakeprovider.server import FakeProvider
 from tests.stack import free_port
 

@@ -7,8 +7,8 @@ from starlette.middleware.cors import CORSMiddleware
 
 from gateway.errors import error_response
 from gateway.request_id import REQUEST_ID_HEADER
-from runtime.services import Services
-from runtime.settings import Settings
+from perdure.runtime.services import Services
+from perdure.runtime.settings import Settings
 from storage.errors import AgentNotAllowed, RateLimited
 from storage.tenant_policies import Admission, admission_for
 

@@ -23,9 +23,9 @@ from gateway.routes import (
 )
 from gateway.schemas import ERROR_RESPONSES
 from gateway.web import install_web
-from runtime.services import Services, open_services
-from runtime.settings import Settings
-from telemetry.tracing import instrument_app
+from perdure.runtime.services import Services, open_services
+from perdure.runtime.settings import Settings
+from perdure.telemetry.tracing import instrument_app
 
 
 def _operation_id(route: APIRoute) -> str:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from runtime.settings import Settings
+from perdure.runtime.settings import Settings
 
 SMALL_BODY_BYTES = 16_384
 """Every route's limit unless it declares its own: a rename, an answer, a period."""

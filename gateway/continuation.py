@@ -9,10 +9,10 @@ client gets the same message's continuation: `start` with its id, event ids risi
 
 from typing import Any
 
-from domain.ui import Chunk, UIMessage
 from gateway.errors import ApiError
 from gateway.schemas import MAX_REASON_CHARS
 from gateway.sse import Cursor, is_park
+from perdure.domain.ui import Chunk, UIMessage
 from storage.chunks import load_log
 from storage.db import Database
 from storage.tables import Submission, ToolWait

@@ -7,11 +7,11 @@ from fastapi import Depends, Path, Request
 from gateway.errors import ApiError
 from gateway.schemas import SESSION_ID_PATTERN
 from gateway.temporal import GatewayDeadline
-from runtime.services import Services
+from perdure.runtime.services import Services
+from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.api_keys import KEY_PREFIX, any_stored_key, find_key
 from storage.sessions import get_session
 from storage.tables import ChatSession
-from turn_control.lifecycle import SubmissionLifecycle
 
 
 async def _services(request: Request) -> Services:

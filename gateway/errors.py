@@ -17,11 +17,11 @@ from temporalio.service import RPCError
 
 from gateway.body_limits import BodyTooLarge
 from gateway.request_id import current_request_id
-from runtime.temporal_setup import SETUP_COMMAND, search_attributes_missing
+from perdure.runtime.temporal_setup import SETUP_COMMAND, search_attributes_missing
+from perdure.turn_control.rpc import TRANSIENT_RPC_STATUSES
 from storage.branches import MessageNotFound, SessionExists
 from storage.concurrency import SessionBusy
 from storage.errors import MessageConflict, StoreError, SubmissionConflict
-from turn_control.rpc import TRANSIENT_RPC_STATUSES
 
 log = logging.getLogger("perdure.gateway")
 

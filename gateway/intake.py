@@ -3,8 +3,8 @@ takes the submission in)."""
 
 from pydantic_core import PydanticSerializationError
 
-from domain.ui import UIMessage
 from gateway.errors import ApiError
+from perdure.domain.ui import UIMessage
 
 
 def checked_user_message(message: UIMessage, limit: int) -> UIMessage:

@@ -3,7 +3,7 @@
 import re
 import uuid
 
-from telemetry.log_context import REQUEST_ID, RequestScope, close_request, open_request
+from perdure.telemetry.log_context import REQUEST_ID, RequestScope, close_request, open_request
 
 REQUEST_ID_HEADER = "x-request-id"
 _SANE = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")

@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from domain.concurrency import MAX_DEBOUNCE_MS, ConcurrencyStrategy
-from domain.ui import UIMessage
+from perdure.domain.concurrency import MAX_DEBOUNCE_MS, ConcurrencyStrategy
+from perdure.domain.ui import UIMessage
 from storage.stops import StopVerdict
 from storage.tables import ChatSession
 

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 from fastapi.responses import StreamingResponse
 
-from domain.ui import TERMINAL_CHUNK_TYPES, Chunk
 from gateway.errors import ApiError
+from perdure.domain.ui import TERMINAL_CHUNK_TYPES, Chunk
+from perdure.telemetry.metrics import RelayMeter
 from storage.chunks import log_closed, read_chunks, read_log
 from storage.db import Database
 from storage.log_watch import LogWatcher
 from storage.submissions import get_submission
-from telemetry.metrics import RelayMeter
 
 KEEP_ALIVE_SECONDS = 15.0
 MAX_SEQ = 2**31 - 1

@@ -6,9 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from domain.concurrency import MAX_DEBOUNCE_MS, ConcurrencyStrategy
-from domain.ui import UIMessage
 from gateway.schemas import AGENT_PATTERN, check_debounce
+from perdure.domain.concurrency import MAX_DEBOUNCE_MS, ConcurrencyStrategy
+from perdure.domain.ui import UIMessage
 from storage.tables import Submission
 
 SUBMISSION_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,64}$"

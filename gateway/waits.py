@@ -3,9 +3,9 @@ continuation and the REST endpoints."""
 
 from gateway.errors import ApiError
 from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
-from runtime.services import Services
+from perdure.runtime.services import Services
+from perdure.turn_control.client import signal_answered
 from storage.tool_waits import Answered, WaitAnswer, WaitConflict, WaitNotFound, answer_waits
-from turn_control.client import signal_answered
 
 
 async def record_answers(

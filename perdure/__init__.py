@@ -1,8 +1,8 @@
 """Perdure: durable AI-chat agents on Temporal."""
 
-from domain.policy import RecoveryPolicy
-from domain.recovery_boot import RecoveryBoot
 from perdure.agent import Agent, TurnContext
+from perdure.domain.policy import RecoveryPolicy
+from perdure.domain.recovery_boot import RecoveryBoot
 from perdure.fibers import (
     FiberCancelled,
     FiberContext,

@@ -5,10 +5,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar
 
-from domain.concurrency import DEFAULT_DEBOUNCE_MS, ConcurrencyStrategy
-from domain.policy import RecoveryPolicy
-from domain.recovery_boot import RecoveryBoot
-from domain.repair import default_repair
+from perdure.domain.concurrency import DEFAULT_DEBOUNCE_MS, ConcurrencyStrategy
+from perdure.domain.policy import RecoveryPolicy
+from perdure.domain.recovery_boot import RecoveryBoot
+from perdure.domain.repair import default_repair
 from perdure.fibers import FiberContext, FiberDefinition, FiberRecovery, fiber_definition
 from perdure.recovery import (
     ChatRecoveryContext,

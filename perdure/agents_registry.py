@@ -3,9 +3,9 @@
 import importlib
 import inspect
 
-from domain.concurrency import MAX_DEBOUNCE_MS, STRATEGIES, Concurrency
 from perdure.agent import Agent
 from perdure.default_agent import DefaultAgent
+from perdure.domain.concurrency import MAX_DEBOUNCE_MS, STRATEGIES, Concurrency
 
 
 class UnknownAgent(LookupError):

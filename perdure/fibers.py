@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol, get_type_hints, overload
 from pydantic import TypeAdapter
 from pydantic_core import to_jsonable_python
 
-from domain.fiber_payloads import (
+from perdure.domain.fiber_payloads import (
     FIBER_NAME_PATTERN,
     MAX_FIBER_AGE_SECONDS,
     MAX_FIBER_SNAPSHOT_BYTES,

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from domain.recovery_boot import FollowUp, PendingToolCall, RecoveryBoot
-from domain.ui import UIMessage
+from perdure.domain.recovery_boot import FollowUp, PendingToolCall, RecoveryBoot
+from perdure.domain.ui import UIMessage
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pydantic import (
     model_validator,
 )
 
-from domain.schedules import (
+from perdure.domain.schedules import (
     MAX_PROMPT_CHARS,
     SCHEDULE_ID_PATTERN,
     TARGET_SESSION_PATTERN,

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from domain.conversation import ToolSpec
+from perdure.domain.conversation import ToolSpec
 from perdure.tools import TOOL_NAME
 
 TASK_SCHEMA = {

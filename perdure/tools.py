@@ -12,7 +12,7 @@ from typing import Any, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
-from domain.conversation import ToolSpec
+from perdure.domain.conversation import ToolSpec
 
 ToolFunction = Callable[..., Awaitable[Any]]
 

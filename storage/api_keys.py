@@ -19,7 +19,7 @@ from sqlalchemy import or_, update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from domain.access import checked_tenant
+from perdure.domain.access import checked_tenant
 from storage.access_tables import ApiKeyRow
 from storage.db import Database
 from storage.timing import now

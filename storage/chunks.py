@@ -9,7 +9,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from domain.ui import Chunk
+from perdure.domain.ui import Chunk
 from storage.db import Database
 from storage.pg_listener import CHANNEL
 from storage.tables import ChunkLog, ChunkRow, Submission

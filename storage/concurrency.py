@@ -6,8 +6,8 @@ from typing import Any
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from domain.concurrency import DEFAULT_DEBOUNCE_MS, Concurrency, ConcurrencyStrategy
-from domain.turn_chunks import start_chunk
+from perdure.domain.concurrency import DEFAULT_DEBOUNCE_MS, Concurrency, ConcurrencyStrategy
+from perdure.domain.turn_chunks import start_chunk
 from storage.chunks import LogWriter, insert_chunks
 from storage.errors import StoreError
 from storage.schedule_tables import ServedAgent

@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from domain.fiber_payloads import TERMINAL_FIBER_STATUSES, FiberKind
+from perdure.domain.fiber_payloads import TERMINAL_FIBER_STATUSES, FiberKind
 from storage.db import Database
 from storage.fiber_tables import FiberKindRow, FiberRow
 from storage.tables import Event

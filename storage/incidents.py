@@ -1,6 +1,6 @@
 """Recovery incidents, one per submission (DESIGN §5)."""
 
-from domain.recovery import Incident
+from perdure.domain.recovery import Incident
 from storage.db import Database
 from storage.tables import IncidentRow
 from storage.timing import now

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
-from domain.ui import Chunk
+from perdure.domain.ui import Chunk
 from storage.bus import ChunkBus
 from storage.chunks import LogBatch, LogWriter, ProviderCursor, StaleWriter, insert_batches
 from storage.db import (

@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy import JSON, Float, Integer, String, TextualSelect, column, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from domain.ui import Chunk
+from perdure.domain.ui import Chunk
 from storage.bus import ChunkBus
 from storage.db import Database
 

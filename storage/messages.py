@@ -3,7 +3,7 @@
 from sqlalchemy import text
 from sqlmodel import Session, col, select
 
-from domain.ui import UIMessage
+from perdure.domain.ui import UIMessage
 from storage.db import Database
 from storage.tables import ChatSession, Message
 

@@ -14,7 +14,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from domain.access import Rate
+from perdure.domain.access import Rate
 from storage.access_tables import RateBucketRow
 from storage.errors import RateLimited
 

@@ -9,8 +9,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from domain.concurrency import Concurrency
-from domain.schedules import Recurrence, ScheduleSource
+from perdure.domain.concurrency import Concurrency
+from perdure.domain.schedules import Recurrence, ScheduleSource
 from storage.db import Database
 from storage.schedule_tables import PromptScheduleRow, ServedAgent
 from storage.timing import now

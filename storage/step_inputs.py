@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from sqlmodel import Session
 
-from domain.ui import Chunk, UIMessage
+from perdure.domain.ui import Chunk, UIMessage
 from storage.chunks import chunks_after
 from storage.db import Database
 from storage.messages import recent_path_of

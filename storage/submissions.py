@@ -9,11 +9,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from domain.concurrency import ConcurrencyStrategy
-from domain.payloads import FinishTurnInput, Outcome
-from domain.reducer import Reduction
-from domain.turn_chunks import closing_chunks
-from domain.ui import Chunk, UIMessage
+from perdure.domain.concurrency import ConcurrencyStrategy
+from perdure.domain.payloads import FinishTurnInput, Outcome
+from perdure.domain.reducer import Reduction
+from perdure.domain.turn_chunks import closing_chunks
+from perdure.domain.ui import Chunk, UIMessage
 from storage.chunks import LogWriter, insert_chunks
 from storage.concurrency import Effects, absorb_queued, apply_busy, strategy_for
 from storage.db import Database

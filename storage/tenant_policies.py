@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from domain.access import Rate, checked_tenant
+from perdure.domain.access import Rate, checked_tenant
 from storage.access_tables import TenantPolicyRow
 from storage.db import Database
 from storage.errors import AgentNotAllowed

@@ -14,8 +14,8 @@ from sqlalchemy import update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from domain.payloads import WaitKind
-from domain.ui import Chunk
+from perdure.domain.payloads import WaitKind
+from perdure.domain.ui import Chunk
 from storage.chunks import LogWriter, insert_chunks
 from storage.db import Database
 from storage.errors import StoreError

@@ -7,8 +7,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from domain.recovery_boot import RecoveryBoot
-from domain.ui import UIMessage
 from perdure import (
     ChatRecoveryContext,
     ExhaustedContext,
@@ -20,6 +18,8 @@ from perdure import (
     tool,
 )
 from perdure.default_agent import DefaultAgent
+from perdure.domain.recovery_boot import RecoveryBoot
+from perdure.domain.ui import UIMessage
 from tests.fiber_agents import FiberTools
 
 QUICK = RecoveryPolicy(max_attempts=3, stall_timeout=timedelta(seconds=1))

@@ -17,7 +17,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from runtime.temporal_dev import dev_server
+from perdure.runtime.temporal_dev import dev_server
 from tests.e2e.chat_client import chat_body, counting, user_message
 from tests.processes import PerdureProcess, wait_healthy
 from tests.stack import free_port

@@ -7,8 +7,8 @@ import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from domain.turn_labels import TURN_ATTRIBUTES
-from runtime.temporal_dev import temporal_binary
+from perdure.domain.turn_labels import TURN_ATTRIBUTES
+from perdure.runtime.temporal_dev import temporal_binary
 from tests.databases import database_url
 from tests.fakeprovider.fixtures import fake_provider  # noqa: F401 - a shared fixture
 from tests.stack import Stack, running_stack

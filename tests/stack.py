@@ -14,11 +14,11 @@ from temporalio.client import Client
 
 from gateway.app import create_app
 from perdure.agents_registry import load_agents
-from runtime.prompt_schedules import sync_declared_schedules
-from runtime.schedules import ensure_reconciler_schedule
-from runtime.services import Services, open_services
-from runtime.settings import Settings
-from runtime.worker import build_worker
+from perdure.runtime.prompt_schedules import sync_declared_schedules
+from perdure.runtime.schedules import ensure_reconciler_schedule
+from perdure.runtime.services import Services, open_services
+from perdure.runtime.settings import Settings
+from perdure.runtime.worker import build_worker
 from storage.access_tables import ApiKeyRow
 
 

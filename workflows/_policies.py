@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
-from domain.policy import MAX_RECOVERY_ATTEMPTS
+from perdure.domain.policy import MAX_RECOVERY_ATTEMPTS
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 """How long a silent model or tool activity lives before Temporal retries it elsewhere: the

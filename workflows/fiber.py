@@ -9,14 +9,19 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
 
 with workflow.unsafe.imports_passed_through():
-    from domain.fiber_payloads import (
+    from perdure.domain.fiber_payloads import (
         FiberInput,
         FiberOutcome,
         FiberResult,
         FinishFiberInput,
         RunFiberInput,
     )
-    from domain.names import FIBER_FAILED, FIBER_WORKFLOW, FINISH_FIBER_ACTIVITY, RUN_FIBER_ACTIVITY
+    from perdure.domain.names import (
+        FIBER_FAILED,
+        FIBER_WORKFLOW,
+        FINISH_FIBER_ACTIVITY,
+        RUN_FIBER_ACTIVITY,
+    )
     from workflows._policies import HEARTBEAT_TIMEOUT
 
 

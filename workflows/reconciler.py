@@ -6,8 +6,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from domain.names import RECONCILE_ACTIVITY, RECONCILER_WORKFLOW
-    from domain.payloads import ReconcileInput, ReconcileReport
+    from perdure.domain.names import RECONCILE_ACTIVITY, RECONCILER_WORKFLOW
+    from perdure.domain.payloads import ReconcileInput, ReconcileReport
 
 
 @workflow.defn(name=RECONCILER_WORKFLOW)

@@ -9,8 +9,8 @@ from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from domain.names import FIRE_SCHEDULE_ACTIVITY, SCHEDULED_PROMPT_WORKFLOW
-    from domain.schedules import FireScheduleInput, FireScheduleResult
+    from perdure.domain.names import FIRE_SCHEDULE_ACTIVITY, SCHEDULED_PROMPT_WORKFLOW
+    from perdure.domain.schedules import FireScheduleInput, FireScheduleResult
 
 SCHEDULED_START_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
 """Set by Temporal on every workflow a schedule starts (backfills included): the occurrence's

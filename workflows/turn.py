@@ -9,7 +9,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
 
 with workflow.unsafe.imports_passed_through():
-    from domain.names import (
+    from perdure.domain.names import (
         ADMIT_DEBOUNCED_ACTIVITY,
         ADMIT_SIGNAL,
         FINISH_TURN_ACTIVITY,
@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
         WAIT_ANSWERED_SIGNAL,
         turn_workflow_id,
     )
-    from domain.payloads import (
+    from perdure.domain.payloads import (
         AdmitDebouncedInput,
         AdmitDebouncedResult,
         FinishTurnInput,
@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
         TurnResult,
         WaitRef,
     )
-    from domain.turn_labels import STATUS, TurnStatus, search_attributes
+    from perdure.domain.turn_labels import STATUS, TurnStatus, search_attributes
     from workflows import _policies as policies
 
 

@@ -54,9 +54,9 @@ from activities.providers.base import ModelRequest, ProviderError
 from activities.providers.clients import anthropic_client
 from activities.providers.common import FinishReason, parse_arguments, translate_errors
 from activities.providers.continuation import CONTINUE_INSTRUCTION, INSTRUCTION, Continuation
-from domain.conversation import AssistantItem, ToolResultItem, UserItem
-from domain.overlap import OverlapTrimmer
-from domain.provider_events import (
+from perdure.domain.conversation import AssistantItem, ToolResultItem, UserItem
+from perdure.domain.overlap import OverlapTrimmer
+from perdure.domain.provider_events import (
     Finish,
     ProviderEvent,
     ReasoningDelta,

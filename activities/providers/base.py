@@ -6,8 +6,8 @@ from typing import Protocol
 from pydantic import BaseModel, Field
 
 from activities.providers.continuation import Continuation
-from domain.conversation import ConversationItem, ToolSpec
-from domain.provider_events import ProviderEvent
+from perdure.domain.conversation import ConversationItem, ToolSpec
+from perdure.domain.provider_events import ProviderEvent
 
 
 class ResumeToken(BaseModel):

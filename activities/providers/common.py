@@ -6,7 +6,7 @@ from contextlib import aclosing
 from typing import Any, Literal
 
 from activities.providers.errors import to_provider_error
-from domain.provider_events import ProviderEvent
+from perdure.domain.provider_events import ProviderEvent
 
 FinishReason = Literal["stop", "length", "content-filter", "tool-calls", "error", "other"]
 

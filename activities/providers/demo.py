@@ -15,8 +15,8 @@ from typing import Any
 from activities.providers.base import ModelRequest
 from activities.providers.common import dump_arguments
 from activities.providers.continuation import Continuation
-from domain.conversation import ToolResultItem, UserItem
-from domain.provider_events import (
+from perdure.domain.conversation import ToolResultItem, UserItem
+from perdure.domain.provider_events import (
     Finish,
     ProviderEvent,
     TextDelta,

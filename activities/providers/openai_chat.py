@@ -47,9 +47,9 @@ from activities.providers.common import (
 )
 from activities.providers.continuation import CONTINUE_INSTRUCTION, INSTRUCTION, Continuation
 from activities.providers.sse import event_data
-from domain.conversation import AssistantItem, UserItem
-from domain.overlap import OverlapTrimmer
-from domain.provider_events import (
+from perdure.domain.conversation import AssistantItem, UserItem
+from perdure.domain.overlap import OverlapTrimmer
+from perdure.domain.provider_events import (
     Finish,
     ProviderEvent,
     TextDelta,

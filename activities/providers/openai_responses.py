@@ -57,9 +57,9 @@ from activities.providers.continuation import (
     Continuation,
 )
 from activities.providers.errors import from_status, to_provider_error
-from domain.conversation import AssistantItem, UserItem
-from domain.overlap import OverlapTrimmer
-from domain.provider_events import (
+from perdure.domain.conversation import AssistantItem, UserItem
+from perdure.domain.overlap import OverlapTrimmer
+from perdure.domain.provider_events import (
     Finish,
     ProviderEvent,
     ReasoningDelta,

@@ -7,8 +7,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response
 
-from domain.reducer import reduce_chunks
-from domain.ui import UIMessage
 from gateway.access import admission
 from gateway.body_limits import body_limit, history_bytes
 from gateway.continuation import answers_in, continuation_cursor
@@ -19,15 +17,17 @@ from gateway.schemas import ChatRequest, StopResult
 from gateway.sse import MAX_SEQ, Cursor, cursor_from, stream_response
 from gateway.submission_schemas import SUBMISSION_ID_PATTERN
 from gateway.waits import record_answers
-from runtime.services import Services
+from perdure.domain.reducer import reduce_chunks
+from perdure.domain.ui import UIMessage
+from perdure.runtime.services import Services
+from perdure.telemetry.log_context import bind_ids
+from perdure.turn_control.lifecycle import NewSubmission
 from storage.chunks import load_log
 from storage.messages import active_path, stored_message
 from storage.stops import answered_status
 from storage.submissions import SubmissionOptions, stream_target, submission_of_answer
 from storage.tables import Submission
 from storage.tool_waits import client_calls_of
-from telemetry.log_context import bind_ids
-from turn_control.lifecycle import NewSubmission
 
 log = logging.getLogger("perdure.gateway")
 

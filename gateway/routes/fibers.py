@@ -13,7 +13,13 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 from pydantic_core import to_json
 
-from domain.fiber_payloads import (
+from gateway.access import admission
+from gateway.body_limits import body_limit
+from gateway.deps import ServicesDep, TenantDep
+from gateway.errors import ApiError
+from gateway.schemas import AGENT_PATTERN
+from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
+from perdure.domain.fiber_payloads import (
     FIBER_NAME_PATTERN,
     MAX_FIBER_METADATA_BYTES,
     MAX_FIBER_PAYLOAD_BYTES,
@@ -22,14 +28,9 @@ from domain.fiber_payloads import (
     UnknownFiber,
     resolve_fiber_kind,
 )
-from domain.names import fiber_workflow_id
-from gateway.access import admission
-from gateway.body_limits import body_limit
-from gateway.deps import ServicesDep, TenantDep
-from gateway.errors import ApiError
-from gateway.schemas import AGENT_PATTERN
-from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
-from runtime.services import Services
+from perdure.domain.names import fiber_workflow_id
+from perdure.runtime.services import Services
+from perdure.turn_control.fibers import cancel_fiber_workflow, start_fiber, wait_fiber_ended
 from storage.fiber_tables import FiberRow
 from storage.fibers import (
     delete_ended_fibers,
@@ -41,7 +42,6 @@ from storage.fibers import (
     list_fibers,
     settle_fiber,
 )
-from turn_control.fibers import cancel_fiber_workflow, start_fiber, wait_fiber_ended
 
 router = APIRouter(prefix="/v1/fibers", tags=["fibers"])
 

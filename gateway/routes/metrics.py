@@ -10,8 +10,8 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Response
 
 from gateway.deps import ServicesDep
-from telemetry import queue_depth
-from telemetry.metrics import authorized, exposition
+from perdure.telemetry import queue_depth
+from perdure.telemetry.metrics import authorized, exposition
 
 router = APIRouter(tags=["metrics"])
 

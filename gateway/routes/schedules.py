@@ -18,8 +18,14 @@ from pydantic.alias_generators import to_camel
 from temporalio.client import ScheduleActionExecutionStartWorkflow, ScheduleDescription
 from temporalio.service import RPCError, RPCStatusCode
 
-from domain.names import prompt_schedule_id
-from domain.schedules import (
+from gateway.access import admission
+from gateway.body_limits import body_limit
+from gateway.deps import ServicesDep, TenantDep
+from gateway.errors import ApiError, InvalidField, invalid_request
+from gateway.schemas import AGENT_PATTERN, SESSION_ID_PATTERN
+from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
+from perdure.domain.names import prompt_schedule_id
+from perdure.domain.schedules import (
     MAX_CRON_CHARS,
     MAX_EVERY_SECONDS,
     MAX_PROMPT_CHARS,
@@ -27,13 +33,16 @@ from domain.schedules import (
     SCHEDULE_ID_PATTERN,
     Recurrence,
 )
-from gateway.access import admission
-from gateway.body_limits import body_limit
-from gateway.deps import ServicesDep, TenantDep
-from gateway.errors import ApiError, InvalidField, invalid_request
-from gateway.schemas import AGENT_PATTERN, SESSION_ID_PATTERN
-from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
-from runtime.services import Services
+from perdure.runtime.services import Services
+from perdure.turn_control.prompt_schedules import (
+    backfill_prompt_schedule,
+    delete_prompt_schedule,
+    describe_prompt_schedule,
+    ensure_prompt_schedule,
+    matching_times,
+    pause_prompt_schedule,
+    trigger_prompt_schedule,
+)
 from storage.schedule_tables import PromptScheduleRow
 from storage.schedules import (
     ScheduleDefinition,
@@ -48,15 +57,6 @@ from storage.schedules import (
     set_paused,
 )
 from storage.tenant_policies import Admission
-from turn_control.prompt_schedules import (
-    backfill_prompt_schedule,
-    delete_prompt_schedule,
-    describe_prompt_schedule,
-    ensure_prompt_schedule,
-    matching_times,
-    pause_prompt_schedule,
-    trigger_prompt_schedule,
-)
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 BODY_LIMIT_BYTES = 4 * MAX_PROMPT_CHARS + 4096

@@ -15,7 +15,8 @@ from gateway.deps import (
     session_not_found,
 )
 from gateway.schemas import EventPublic, SessionPublic, SessionsPublic, SessionUpdate
-from runtime.services import Services
+from perdure.runtime.services import Services
+from perdure.turn_control.client import wait_turn_ended
 from storage.events import list_events
 from storage.sessions import (
     active_submission_ids,
@@ -27,7 +28,6 @@ from storage.sessions import (
 )
 from storage.tables import ChatSession
 from storage.tool_waits import sessions_waiting
-from turn_control.client import wait_turn_ended
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 CANCEL_GRACE_SECONDS = 10.0

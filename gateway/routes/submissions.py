@@ -7,7 +7,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Response
 
-from domain.ui import UIMessage
 from gateway.access import admission
 from gateway.body_limits import body_limit, history_bytes
 from gateway.deps import LifecycleDep, OwnedSessionDep, ServicesDep, SessionIdPath, TenantDep
@@ -24,7 +23,10 @@ from gateway.submission_schemas import (
     SubmissionsPublic,
     SubmissionStatus,
 )
-from runtime.services import Services
+from perdure.domain.ui import UIMessage
+from perdure.runtime.services import Services
+from perdure.turn_control.client import wait_turn_ended
+from perdure.turn_control.lifecycle import NewSubmission
 from storage.stops import answered_status
 from storage.submission_ledger import (
     ENDED,
@@ -35,8 +37,6 @@ from storage.submission_ledger import (
 )
 from storage.submissions import SubmissionOptions, get_submission
 from storage.tables import ChatSession, Submission
-from turn_control.client import wait_turn_ended
-from turn_control.lifecycle import NewSubmission
 
 router = APIRouter(prefix="/v1/sessions", tags=["submissions"])
 

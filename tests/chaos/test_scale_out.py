@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from domain.names import turn_workflow_id
+from perdure.domain.names import turn_workflow_id
 from tests.cluster import (
     Cluster,
     CountingTurn,

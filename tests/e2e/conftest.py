@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from gateway.app import create_app
-from runtime.settings import ApiKeys
+from perdure.runtime.settings import ApiKeys
 from storage.db import Database
 from storage.migrate import migrate
 from tests.databases import database_url

@@ -16,10 +16,10 @@ import pytest
 from sqlalchemy import text, update
 from sqlmodel import col
 
-from commands import cli
-from domain.access import Rate
 from gateway.app import create_app
-from runtime.settings import ApiKeys
+from perdure.commands import cli
+from perdure.domain.access import Rate
+from perdure.runtime.settings import ApiKeys
 from storage.access_tables import RateBucketRow
 from storage.api_keys import create_key, revoke_key
 from storage.tenant_policies import set_policy

@@ -12,8 +12,8 @@ import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from domain.names import turn_workflow_id
 from gateway.routes import chat as chat_routes
+from perdure.domain.names import turn_workflow_id
 from tests.approval_agents import tool_runs
 from tests.e2e.chat_client import Streamed, read_stream, send, user_message
 from tests.stack import Stack

@@ -9,7 +9,7 @@ import pytest
 from sqlmodel import Session
 
 from activities.compaction import INSTRUCTION
-from domain.compaction import SUMMARY_HEADING
+from perdure.domain.compaction import SUMMARY_HEADING
 from storage.compactions import session_compactions
 from storage.messages import recent_path_of
 from tests.e2e.chat_client import counting, key_of, send

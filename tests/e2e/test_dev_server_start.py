@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.temporal_dev import START_ATTEMPTS, DevServerExited, dev_server
+from perdure.runtime.temporal_dev import START_ATTEMPTS, DevServerExited, dev_server
 from tests.stack import free_port
 
 

@@ -11,8 +11,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities import fiber_sweep
-from domain.fiber_payloads import FiberInput, FiberKind
-from domain.names import FIBER_WORKFLOW, fiber_workflow_id
+from perdure.domain.fiber_payloads import FiberInput, FiberKind
+from perdure.domain.names import FIBER_WORKFLOW, fiber_workflow_id
 from storage.fibers import fiber_kinds, record_fiber
 from tests.e2e.test_fibers import AGENT, ended, event_types
 from tests.e2e.test_reconciler import reconcile_now

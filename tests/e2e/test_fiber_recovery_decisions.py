@@ -9,9 +9,9 @@ from typing import Any
 from temporalio.testing import ActivityEnvironment
 
 from activities.fiber import FiberActivities
-from domain.fiber_payloads import FiberKind, RunFiberInput
 from perdure import Agent, FiberContext, FiberRecovery, fiber
 from perdure.agents_registry import AgentRegistry
+from perdure.domain.fiber_payloads import FiberKind, RunFiberInput
 from storage.db import Database
 from storage.fibers import claim_fiber, fiber_events, load_fiber, record_fiber, stash_fiber
 

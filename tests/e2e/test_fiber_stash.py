@@ -2,7 +2,7 @@
 
 import pytest
 
-from domain.fiber_payloads import FiberKind
+from perdure.domain.fiber_payloads import FiberKind
 from storage.db import Database
 from storage.fibers import StaleFiberAttempt, claim_fiber, load_fiber, record_fiber, stash_fiber
 

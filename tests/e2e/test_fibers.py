@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from gateway.app import create_app
-from runtime.settings import ApiKeys
+from perdure.runtime.settings import ApiKeys
 from tests.e2e.chat_client import send
 from tests.fiber_agents import completed_fibers
 from tests.stack import Stack

@@ -19,7 +19,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from gateway.app import create_app
-from runtime.temporal_dev import dev_server
+from perdure.runtime.temporal_dev import dev_server
 from storage.db import Database
 from storage.schedules import get_schedule
 from storage.tables import Message, Submission

@@ -7,7 +7,7 @@ import uuid
 import httpx
 from sqlmodel import select
 
-from domain.ui import UIMessage
+from perdure.domain.ui import UIMessage
 from storage.db import Database
 from storage.sessions import delete_session
 from storage.submissions import SubmitOutcome, submit, withdraw_submission

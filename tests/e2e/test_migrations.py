@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from domain.ui import UIMessage
+from perdure.domain.ui import UIMessage
 from storage.db import Database
 from storage.messages import active_path
 from storage.migrate import migrate

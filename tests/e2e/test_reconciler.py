@@ -7,10 +7,10 @@ from datetime import timedelta
 import httpx
 from temporalio.client import ScheduleIntervalSpec, ScheduleUpdate, ScheduleUpdateInput
 
-from domain.names import RECONCILER_WORKFLOW, reconciler_schedule_id, turn_workflow_id
-from domain.payloads import ReconcileInput, ReconcileReport
-from domain.ui import UIMessage
-from runtime.schedules import RECONCILE_EVERY, ensure_reconciler_schedule
+from perdure.domain.names import RECONCILER_WORKFLOW, reconciler_schedule_id, turn_workflow_id
+from perdure.domain.payloads import ReconcileInput, ReconcileReport
+from perdure.domain.ui import UIMessage
+from perdure.runtime.schedules import RECONCILE_EVERY, ensure_reconciler_schedule
 from storage.stops import record_stop
 from storage.submissions import submit
 from storage.tables import ChatSession

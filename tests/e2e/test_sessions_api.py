@@ -8,7 +8,7 @@ import uuid
 import httpx
 
 from gateway.app import create_app
-from runtime.settings import ApiKeys
+from perdure.runtime.settings import ApiKeys
 from tests.e2e.chat_client import chat_body, counting, send, user_message
 from tests.stack import Stack
 

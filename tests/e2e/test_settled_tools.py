@@ -6,9 +6,9 @@ import uuid
 from temporalio.testing import ActivityEnvironment
 
 from activities.tool_call import ToolCallActivity
-from domain.payloads import RunToolInput
-from domain.ui import UIMessage
 from perdure.agents_registry import load_agents
+from perdure.domain.payloads import RunToolInput
+from perdure.domain.ui import UIMessage
 from storage.bus import ChunkBus
 from storage.chunks import LogWriter, append_chunks, load_log
 from storage.db import Database

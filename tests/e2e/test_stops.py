@@ -7,7 +7,7 @@ import uuid
 import httpx
 from httpx_sse import aconnect_sse
 
-from domain.ui import UIMessage
+from perdure.domain.ui import UIMessage
 from storage.db import Database
 from storage.stops import decide_ending, record_stop
 from storage.submissions import get_submission, submit

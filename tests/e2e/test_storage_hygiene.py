@@ -13,9 +13,9 @@ from temporalio.client import WorkflowExecutionStatus
 
 import storage.fiber_tables  # noqa: F401 - every table is checked after a delete
 import storage.schedule_tables  # noqa: F401
-from domain.names import RECONCILER_WORKFLOW, turn_workflow_id
-from domain.payloads import ReconcileInput, ReconcileReport
-from domain.storage_hygiene import ROW_MAX_BYTES
+from perdure.domain.names import RECONCILER_WORKFLOW, turn_workflow_id
+from perdure.domain.payloads import ReconcileInput, ReconcileReport
+from perdure.domain.storage_hygiene import ROW_MAX_BYTES
 from storage.chunks import LogWriter, insert_chunks
 from storage.compactions import save_compaction, session_compactions
 from storage.db import Database

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from domain.names import turn_workflow_id
+from perdure.domain.names import turn_workflow_id
 from tests.e2e.chat_client import Streamed, counting, read_stream, send
 from tests.stack import Stack
 

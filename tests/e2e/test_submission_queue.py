@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from domain.ui import UIMessage
+from perdure.domain.ui import UIMessage
 from storage.chunks import LogWriter, load_log
 from storage.db import Database
 from storage.submissions import apply_recovery_plan, get_submission, queued_after, submit

@@ -24,10 +24,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from temporalio.testing import WorkflowEnvironment
 
 from gateway.app import create_app
-from runtime.services import connect_temporal
-from runtime.settings import ApiKeys, Settings
-from telemetry import queue_depth, tracing
-from telemetry.json_logs import JsonFormatter
+from perdure.runtime.services import connect_temporal
+from perdure.runtime.settings import ApiKeys, Settings
+from perdure.telemetry import queue_depth, tracing
+from perdure.telemetry.json_logs import JsonFormatter
 from tests.databases import database_url
 from tests.e2e.chat_client import read_stream, send
 from tests.fakeprovider.directives import parse

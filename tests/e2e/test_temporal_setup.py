@@ -15,9 +15,9 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from domain.turn_labels import TURN_ATTRIBUTES
-from runtime.temporal_dev import temporal_binary
-from runtime.temporal_setup import TemporalSetupNeeded, require_search_attributes
+from perdure.domain.turn_labels import TURN_ATTRIBUTES
+from perdure.runtime.temporal_dev import temporal_binary
+from perdure.runtime.temporal_setup import TemporalSetupNeeded, require_search_attributes
 from tests.e2e.chat_client import user_message
 from tests.processes import PERDURE
 from tests.stack import running_stack

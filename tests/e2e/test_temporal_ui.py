@@ -11,8 +11,8 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from domain.names import turn_workflow_id
-from domain.turn_labels import STATUS, first_words
+from perdure.domain.names import turn_workflow_id
+from perdure.domain.turn_labels import STATUS, first_words
 from tests.e2e.chat_client import read_stream, send
 from tests.e2e.test_approvals import AGENT as APPROVALS
 from tests.e2e.test_approvals import answer, parked_turn, request_of

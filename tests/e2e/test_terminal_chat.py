@@ -17,7 +17,7 @@ import pytest
 import uvicorn
 
 from gateway.app import create_app
-from runtime.settings import ApiKeys
+from perdure.runtime.settings import ApiKeys
 from tests.approval_agents import tool_runs
 from tests.e2e.chat_client import counting, send
 from tests.e2e.terminal import UP, Terminal, run_perdure

@@ -3,11 +3,11 @@
 from typing import Any
 
 from activities.transcript_repair import repair_transcript
-from domain.conversation import to_conversation
-from domain.reducer import reduce_chunks
-from domain.repair import INTERRUPTED_TOOL_TEXT, unsettled_tool_parts
-from domain.ui import Chunk, UIMessage
 from perdure import Agent
+from perdure.domain.conversation import to_conversation
+from perdure.domain.reducer import reduce_chunks
+from perdure.domain.repair import INTERRUPTED_TOOL_TEXT, unsettled_tool_parts
+from perdure.domain.ui import Chunk, UIMessage
 from storage.db import Database
 from storage.events import list_events
 from storage.submissions import submit

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from httpx_sse import aconnect_sse
 
-from domain.ui import TERMINAL_CHUNK_TYPES
+from perdure.domain.ui import TERMINAL_CHUNK_TYPES
 from storage.chunks import load_log
 from tests.e2e.chat_client import chat_body, counting, key_of, send, user_message
 from tests.e2e.test_chat_turn import wait_for_text

@@ -20,14 +20,14 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from domain.names import (
+from perdure.domain.names import (
     FINISH_TURN_ACTIVITY,
     MODEL_STEP_ACTIVITY,
     RUN_TOOL_ACTIVITY,
     TURN_STOPPED,
     TURN_WORKFLOW,
 )
-from domain.payloads import (
+from perdure.domain.payloads import (
     FinishTurnInput,
     FinishTurnResult,
     ModelStepInput,

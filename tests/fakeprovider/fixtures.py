@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from activities.providers.base import ModelRequest, Provider, ProviderError
-from domain.provider_events import ProviderEvent, TextDelta
+from perdure.domain.provider_events import ProviderEvent, TextDelta
 from tests.fakeprovider.server import FakeProvider
 
 

@@ -15,9 +15,9 @@ import httpx
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from domain.names import turn_workflow_id
-from domain.turn_labels import TURN_ATTRIBUTES
-from runtime.temporal_dev import temporal_binary
+from perdure.domain.names import turn_workflow_id
+from perdure.domain.turn_labels import TURN_ATTRIBUTES
+from perdure.runtime.temporal_dev import temporal_binary
 from tests.e2e.chat_client import send
 from tests.fakeprovider.server import FakeProvider
 from tests.stack import running_stack

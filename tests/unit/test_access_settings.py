@@ -4,8 +4,8 @@ message saying what is expected."""
 import pytest
 from pydantic import ValidationError
 
-from domain.access import Rate
-from runtime.settings import Settings
+from perdure.domain.access import Rate
+from perdure.runtime.settings import Settings
 
 
 def settings(**env: str) -> Settings:

@@ -1,7 +1,7 @@
 """Compaction, pure: what a summary replaces, and which summary applies on a path."""
 
-from domain.compaction import SUMMARY_HEADING, cut_point, with_summary
-from domain.ui import UIMessage
+from perdure.domain.compaction import SUMMARY_HEADING, cut_point, with_summary
+from perdure.domain.ui import UIMessage
 
 
 def path(*roles: str) -> list[UIMessage]:

@@ -5,9 +5,9 @@ from datetime import timedelta
 
 import pytest
 
-from domain.concurrency import Concurrency
 from perdure.agent import Agent
 from perdure.agents_registry import AgentRegistry, served_concurrency
+from perdure.domain.concurrency import Concurrency
 
 
 def agent_with(**attributes: object) -> Agent:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from domain.overlap import OverlapTrimmer, overlap_length, trim_overlap
+from perdure.domain.overlap import OverlapTrimmer, overlap_length, trim_overlap
 
 PARTIAL = "1 2 3 4 5 6 7 8 9 1"
 

@@ -1,9 +1,15 @@
 """Stored UI messages become the neutral conversation providers are sent."""
 
-from domain.continuation import step_state
-from domain.conversation import AssistantItem, ToolCall, ToolResultItem, UserItem, to_conversation
-from domain.reducer import reduce_chunks
-from domain.ui import UIMessage
+from perdure.domain.continuation import step_state
+from perdure.domain.conversation import (
+    AssistantItem,
+    ToolCall,
+    ToolResultItem,
+    UserItem,
+    to_conversation,
+)
+from perdure.domain.reducer import reduce_chunks
+from perdure.domain.ui import UIMessage
 
 
 def message(role: str, parts: list[dict[str, object]]) -> UIMessage:

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from runtime.settings import Settings
+from perdure.runtime.settings import Settings
 
 REPO = Path(__file__).parents[2]
 DEPLOY = REPO / "deploy"
@@ -52,7 +52,7 @@ def test_every_service_waited_for_is_defined() -> None:
 
 
 def test_the_perdure_services_run_commands_that_exist() -> None:
-    cli = (REPO / "commands" / "cli.py").read_text()
+    cli = (REPO / "perdure" / "commands" / "cli.py").read_text()
     for service in ("migrate", "temporal-setup", "worker", "gateway"):
         command = services()[service]["command"][0]
         assert f'"{command}"' in cli, service

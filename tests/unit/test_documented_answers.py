@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gateway.app import create_app
-from runtime.settings import Settings
+from perdure.runtime.settings import Settings
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 ROW = re.compile(r"^\| `(GET|POST|PATCH|PUT|DELETE) (/[^`?\s]*)[^`]*`(.*)$")

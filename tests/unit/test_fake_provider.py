@@ -424,13 +424,15 @@ async def test_responses_resume_streams_only_events_after_the_cursor(
 
 async def test_responses_keep_generating_while_nobody_listens(fake_provider: FakeProvider) -> None:
     client = openai_sdk(fake_provider)
+    # A first token 3 s away: the retrieve right after the create comes before it, even on a
+    # loaded machine (0.5 s did not, beside a CI run).
     response = await client.responses.create(
-        model="fake", input=f"@count 5 @ttft 500 {tag()}", background=True, store=True
+        model="fake", input=f"@count 5 @ttft 3000 {tag()}", background=True, store=True
     )
     assert (await client.responses.retrieve(response.id)).status in ("queued", "in_progress")
-    await asyncio.sleep(0.6)
-    finished = await client.responses.retrieve(response.id)
-    assert finished.status == "completed"
+    async with asyncio.timeout(15):
+        while (finished := await client.responses.retrieve(response.id)).status != "completed":
+            await asyncio.sleep(0.1)
     assert finished.output_text == count_to(5)
 
 

@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from domain.fiber_payloads import FiberKind, UnknownFiber, resolve_fiber_kind
 from perdure import Agent, FiberContext, fiber
+from perdure.domain.fiber_payloads import FiberKind, UnknownFiber, resolve_fiber_kind
 
 
 def kind(agent: str, name: str) -> FiberKind:

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from perdure.agent import Agent
 from perdure.agents_registry import AgentRegistry
-from runtime.settings import Settings
+from perdure.runtime.settings import Settings
 
 
 def settings(**environment: str) -> Settings:

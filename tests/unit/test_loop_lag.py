@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from runtime import loop_lag
-from runtime.loop_lag import watching_loop_lag
+from perdure.runtime import loop_lag
+from perdure.runtime.loop_lag import watching_loop_lag
 
 
 @pytest.fixture(autouse=True)

@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import ValidationError
 
-from domain.schedules import Recurrence, occurrence_key, occurrence_message_id
 from perdure import PromptSchedule
+from perdure.domain.schedules import Recurrence, occurrence_key, occurrence_message_id
 
 
 def _declared(**timing: object) -> PromptSchedule:

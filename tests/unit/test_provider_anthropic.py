@@ -9,8 +9,8 @@ from activities.providers.anthropic_messages import (
 )
 from activities.providers.base import ModelRequest, ProviderError
 from activities.providers.continuation import CONTINUE_INSTRUCTION, INSTRUCTION
-from domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
-from domain.provider_events import (
+from perdure.domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
+from perdure.domain.provider_events import (
     Finish,
     ReasoningDelta,
     TextDelta,

@@ -4,8 +4,8 @@ import pytest
 
 from activities.providers.base import ModelRequest
 from activities.providers.demo import DemoProvider
-from domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
-from domain.provider_events import Finish, ToolCallEnd, ToolCallStart
+from perdure.domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
+from perdure.domain.provider_events import Finish, ToolCallEnd, ToolCallStart
 from tests.fakeprovider.fixtures import collect, text_of
 
 demo = DemoProvider(delay=0)

@@ -5,8 +5,14 @@ import pytest
 from activities.providers.base import ModelRequest, ProviderError
 from activities.providers.continuation import CONTINUE_INSTRUCTION, Continuation
 from activities.providers.openai_chat import OpenAIChatProvider, ToolCallAccumulator, chat_messages
-from domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
-from domain.provider_events import Finish, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
+from perdure.domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
+from perdure.domain.provider_events import (
+    Finish,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
 from tests.fakeprovider.fixtures import (
     collect,
     collect_until_error,

@@ -1,7 +1,7 @@
 """Follow-ups queued behind an interrupted turn (Trigger.dev's recovery boot)."""
 
-from domain.recovery_boot import FollowUp, RecoveryBoot, default_boot, skipped_follow_ups
-from domain.ui import UIMessage
+from perdure.domain.recovery_boot import FollowUp, RecoveryBoot, default_boot, skipped_follow_ups
+from perdure.domain.ui import UIMessage
 
 
 def msg(message_id: str, role: str = "user", text: str = "x") -> UIMessage:

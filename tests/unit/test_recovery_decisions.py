@@ -4,16 +4,16 @@ from datetime import timedelta
 
 import pytest
 
-from domain.continuation import step_state
-from domain.policy import RecoveryPolicy
-from domain.recovery import (
+from perdure.domain.continuation import step_state
+from perdure.domain.policy import RecoveryPolicy
+from perdure.domain.recovery import (
     Incident,
     aborted_by_predicate,
     evaluate_incident,
     progress_of,
     recovery_kind,
 )
-from domain.reducer import reduce_chunks
+from perdure.domain.reducer import reduce_chunks
 
 POLICY = RecoveryPolicy(max_attempts=3, no_progress_timeout=timedelta(seconds=60))
 

@@ -1,6 +1,6 @@
 """The chunk reducer folds a log into the UIMessage the AI SDK client would build."""
 
-from domain.reducer import Reducer, reduce_chunks
+from perdure.domain.reducer import Reducer, reduce_chunks
 
 
 def test_text_deltas_accumulate_into_one_text_part() -> None:

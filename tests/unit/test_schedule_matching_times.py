@@ -9,8 +9,8 @@ import pytest
 from temporalio.api.workflowservice.v1 import ListScheduleMatchingTimesResponse
 from temporalio.service import RPCError, RPCStatusCode
 
-from turn_control import prompt_schedules
-from turn_control.prompt_schedules import MATCHING_TIMES_RETRY_PAUSES, matching_times
+from perdure.turn_control import prompt_schedules
+from perdure.turn_control.prompt_schedules import MATCHING_TIMES_RETRY_PAUSES, matching_times
 
 START = datetime(2026, 11, 20, tzinfo=UTC)
 END = START + timedelta(days=2)

@@ -3,8 +3,8 @@
 import pytest
 from pydantic import ValidationError
 
-import runtime.settings
-from runtime.settings import ApiKeys, Settings
+import perdure.runtime.settings
+from perdure.runtime.settings import ApiKeys, Settings
 
 SECRET = "sk-live-7f3a9c"
 
@@ -92,13 +92,13 @@ def test_every_known_key_is_compared_in_constant_time_whichever_matches(
 ) -> None:
     keys = ApiKeys.parse(f"{SECRET}:alpha,second:beta,third:gamma")
     compared: list[tuple[int, int]] = []
-    real = runtime.settings.hmac.compare_digest
+    real = perdure.runtime.settings.hmac.compare_digest
 
     def counting(a: bytes, b: bytes) -> bool:
         compared.append((len(a), len(b)))
         return real(a, b)
 
-    monkeypatch.setattr(runtime.settings.hmac, "compare_digest", counting)
+    monkeypatch.setattr(perdure.runtime.settings.hmac, "compare_digest", counting)
 
     for presented in (SECRET, "third", "nobody", "x" * 400):
         compared.clear()

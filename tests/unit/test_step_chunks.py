@@ -1,7 +1,13 @@
 """Provider events become UI chunks with ids unique within the message."""
 
-from domain.provider_events import Finish, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
-from domain.step_chunks import StepChunker
+from perdure.domain.provider_events import (
+    Finish,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from perdure.domain.step_chunks import StepChunker
 
 
 def test_text_is_wrapped_in_start_and_end() -> None:

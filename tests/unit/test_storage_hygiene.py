@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from domain.storage_hygiene import (
+from perdure.domain.storage_hygiene import (
     KEEP_BYTES,
     ROW_MAX_BYTES,
     for_storage,

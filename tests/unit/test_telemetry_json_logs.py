@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from telemetry.json_logs import MASK, JsonFormatter, configured_secrets, use_json_logs
-from telemetry.log_context import bound_ids, close_request, current_ids, open_request
+from perdure.telemetry.json_logs import MASK, JsonFormatter, configured_secrets, use_json_logs
+from perdure.telemetry.log_context import bound_ids, close_request, current_ids, open_request
 
 
 def record(message: str, *args: object, exc: bool = False) -> logging.LogRecord:

@@ -8,10 +8,10 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
-from domain.concurrency import STRATEGIES
-from telemetry import metrics
-from telemetry.metrics import QueueDepth, RelayMeter, authorized, error_class, never_raises
-from telemetry.metrics_server import serve_metrics
+from perdure.domain.concurrency import STRATEGIES
+from perdure.telemetry import metrics
+from perdure.telemetry.metrics import QueueDepth, RelayMeter, authorized, error_class, never_raises
+from perdure.telemetry.metrics_server import serve_metrics
 
 
 def sample(name: str, **labels: str) -> float:

@@ -12,7 +12,7 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from telemetry.tracing import exporting_provider
+from perdure.telemetry.tracing import exporting_provider
 
 
 class Received:

@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from runtime.settings import Settings
+from perdure.runtime.settings import Settings
 
 
 def settings(**values: object) -> Settings:

@@ -10,8 +10,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from activities.providers.base import ProviderError
-from telemetry import genai_spans, tracing
-from telemetry.tracing import OnceLoggingExporter
+from perdure.telemetry import genai_spans, tracing
+from perdure.telemetry.tracing import OnceLoggingExporter
 
 
 @pytest.fixture

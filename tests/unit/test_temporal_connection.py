@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from temporalio.service import TLSConfig
 
-from runtime.temporal_connection import TemporalConnectionConfigError, connection_options
+from perdure.runtime.temporal_connection import TemporalConnectionConfigError, connection_options
 
 
 def test_without_connection_variables_the_connection_is_plain() -> None:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.temporal_dev import DevServerConfig
+from perdure.runtime.temporal_dev import DevServerConfig
 
 REPO = Path(__file__).parents[2]
 

@@ -10,9 +10,9 @@ import httpx
 from rich.console import Console
 from rich.text import Text
 
-from commands.answer_view import Answer, LineBlock, Tail, TextBlock
-from commands.gateway_client import error_of
-from commands.sse_events import EventReader, StreamEvent
+from perdure.commands.answer_view import Answer, LineBlock, Tail, TextBlock
+from perdure.commands.gateway_client import error_of
+from perdure.commands.sse_events import EventReader, StreamEvent
 
 CLIENT = {
     "answer_view",
@@ -20,22 +20,14 @@ CLIENT = {
     "chat_turn",
     "client_cli",
     "gateway_client",
+    "line_editing",
     "sessions_client",
     "sse_events",
 }
 """The modules of `perdure chat`, `sessions` and `open`."""
-COMMANDS = Path(__file__).resolve().parents[2] / "commands"
-PERDURE = {
-    "domain",
-    "perdure",
-    "workflows",
-    "storage",
-    "turn_control",
-    "activities",
-    "runtime",
-    "gateway",
-}
-"""Perdure's other packages: the client knows the gateway only by its HTTP API."""
+COMMANDS = Path(__file__).resolve().parents[2] / "perdure" / "commands"
+PERDURE = {"perdure", "workflows", "storage", "activities", "gateway"}
+"""Perdure's packages: the client knows the gateway only by its HTTP API."""
 
 
 def imports_of(path: Path) -> set[str]:
@@ -54,7 +46,7 @@ def test_the_client_speaks_only_http_it_imports_nothing_of_perdure_but_itself() 
         for name in sorted(CLIENT)
         for module in sorted(imports_of(COMMANDS / f"{name}.py"))
         if module.split(".")[0] in PERDURE
-        or (module.startswith("commands.") and module.removeprefix("commands.") not in CLIENT)
+        and module.removeprefix("perdure.commands.") not in CLIENT
     ]
 
     assert outside == []

@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from domain.reducer import reduce_chunks
-from domain.repair import (
+from perdure.domain.reducer import reduce_chunks
+from perdure.domain.repair import (
     INTERRUPTED_TOOL_TEXT,
     default_repair,
     repair_chunks,

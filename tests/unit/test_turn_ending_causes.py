@@ -3,7 +3,7 @@
 import pytest
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
 
-from domain.names import MODEL_STEP_ACTIVITY, RECOVERY_EXHAUSTED, TURN_STOPPED
+from perdure.domain.names import MODEL_STEP_ACTIVITY, RECOVERY_EXHAUSTED, TURN_STOPPED
 from workflows.turn import _Ending
 
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from domain.turn_labels import CONTINUE_SUMMARY, SUMMARY_CHARS, first_words, message_summary
-from runtime.settings import Settings
+from perdure.domain.turn_labels import CONTINUE_SUMMARY, SUMMARY_CHARS, first_words, message_summary
+from perdure.runtime.settings import Settings
 
 
 def test_a_short_message_is_its_own_summary_on_one_line() -> None:

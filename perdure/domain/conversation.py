@@ -1,0 +1,127 @@
+"""A provider-neutral conversation, built from the stored UI messages.
+
+Provider adapters translate this into each API's own message format.
+"""
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from perdure.domain.ui import DROPPED_STEP, UIMessage
+
+
+class ToolCall(BaseModel):
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class UserItem(BaseModel):
+    role: Literal["user"] = "user"
+    text: str
+
+
+class AssistantItem(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+
+
+class ToolResultItem(BaseModel):
+    role: Literal["tool"] = "tool"
+    tool_call_id: str
+    tool_name: str
+    output: str
+    """The result serialized as text (JSON for structured outputs)."""
+    is_error: bool = False
+
+
+ConversationItem = UserItem | AssistantItem | ToolResultItem
+
+
+class ToolSpec(BaseModel):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    """JSON schema of the arguments object."""
+
+
+def _tool_name(part_type: str, part: dict[str, Any]) -> str:
+    if part_type == "dynamic-tool":
+        return str(part.get("toolName", "tool"))
+    return part_type.removeprefix("tool-")
+
+
+def _output_text(output: Any) -> str:
+    return output if isinstance(output, str) else json.dumps(output, separators=(",", ":"))
+
+
+def _denial_text(part: dict[str, Any]) -> str:
+    approval = part.get("approval")
+    reason = approval.get("reason") if isinstance(approval, dict) else None
+    if reason:
+        return f"The tool call was not run: it was denied ({reason})."
+    return "The tool call was not run: it was denied."
+
+
+def _assistant_items(message: UIMessage) -> list[ConversationItem]:
+    """One assistant item per step, each followed by the results of its tool calls."""
+    items: list[ConversationItem] = []
+    current = AssistantItem()
+    results: list[ToolResultItem] = []
+
+    def close_step() -> None:
+        nonlocal current, results
+        if current.text or current.tool_calls:
+            items.append(current)
+            items.extend(results)
+        current, results = AssistantItem(), []
+
+    for part_model in message.parts:
+        part = part_model.model_dump()
+        part_type = part_model.type
+        if part_type == "step-start":
+            close_step()
+        elif part_type == DROPPED_STEP:
+            current, results = AssistantItem(), []
+        elif part_type == "text":
+            current.text += str(part.get("text", ""))
+        elif part_type.startswith("tool-") or part_type == "dynamic-tool":
+            state = part.get("state")
+            if state in ("input-streaming", None):
+                continue
+            call = ToolCall(
+                id=str(part["toolCallId"]),
+                name=_tool_name(part_type, part),
+                arguments=part.get("input") if isinstance(part.get("input"), dict) else {},
+            )
+            current.tool_calls.append(call)
+            if state == "output-available":
+                results.append(
+                    ToolResultItem(
+                        tool_call_id=call.id,
+                        tool_name=call.name,
+                        output=_output_text(part.get("output")),
+                    )
+                )
+            elif state in ("output-error", "output-denied"):
+                error = part.get("errorText") or _denial_text(part)
+                results.append(
+                    ToolResultItem(
+                        tool_call_id=call.id, tool_name=call.name, output=str(error), is_error=True
+                    )
+                )
+    close_step()
+    return items
+
+
+def to_conversation(messages: list[UIMessage]) -> list[ConversationItem]:
+    """Translate the active path into neutral items; system messages are not included."""
+    items: list[ConversationItem] = []
+    for message in messages:
+        if message.role == "user":
+            items.append(UserItem(text=message.text()))
+        elif message.role == "assistant":
+            items.extend(_assistant_items(message))
+    return items

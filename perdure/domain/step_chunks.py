@@ -1,0 +1,111 @@
+"""Turn a provider's neutral events into AI SDK UI message chunks for one model step."""
+
+from perdure.domain.provider_events import (
+    Finish,
+    ProviderEvent,
+    ReasoningDelta,
+    ResponseCursor,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from perdure.domain.ui import Chunk
+
+
+class StepChunker:
+    """Stateful translator for one step; part ids are unique within the assistant message."""
+
+    def __init__(
+        self, step: int, *, attempt: int = 1, variant: str = "", open_text_id: str | None = None
+    ) -> None:
+        self._prefix = f"s{step}a{attempt}{variant}"
+        self._counter = 0
+        self._text_id = open_text_id
+        """A text part left open by an interrupted attempt is continued, not reopened."""
+        self._reasoning_id: str | None = None
+        self._started_tools: set[str] = set()
+        self.finish: Finish | None = None
+        self.tool_calls: list[ToolCallEnd] = []
+
+    def _new_id(self, prefix: str) -> str:
+        self._counter += 1
+        return f"{self._prefix}-{prefix}{self._counter}"
+
+    def _close_text(self) -> list[Chunk]:
+        if self._text_id is None:
+            return []
+        closed, self._text_id = self._text_id, None
+        return [{"type": "text-end", "id": closed}]
+
+    def _close_reasoning(self) -> list[Chunk]:
+        if self._reasoning_id is None:
+            return []
+        closed, self._reasoning_id = self._reasoning_id, None
+        return [{"type": "reasoning-end", "id": closed}]
+
+    def feed(self, event: ProviderEvent) -> list[Chunk]:
+        if isinstance(event, TextDelta):
+            if not event.text:
+                return []
+            out = self._close_reasoning()
+            if self._text_id is None:
+                self._text_id = self._new_id("t")
+                out.append({"type": "text-start", "id": self._text_id})
+            out.append({"type": "text-delta", "id": self._text_id, "delta": event.text})
+            return out
+        if isinstance(event, ReasoningDelta):
+            if not event.text:
+                return []
+            out = self._close_text()
+            if self._reasoning_id is None:
+                self._reasoning_id = self._new_id("r")
+                out.append({"type": "reasoning-start", "id": self._reasoning_id})
+            out.append({"type": "reasoning-delta", "id": self._reasoning_id, "delta": event.text})
+            return out
+        if isinstance(event, ToolCallStart):
+            out = self._close_text() + self._close_reasoning()
+            self._started_tools.add(event.id)
+            out.append(_tool_input_start(event.id, event.name))
+            return out
+        if isinstance(event, ToolCallDelta):
+            if event.id not in self._started_tools or not event.arguments_delta:
+                return []
+            return [
+                {
+                    "type": "tool-input-delta",
+                    "toolCallId": event.id,
+                    "inputTextDelta": event.arguments_delta,
+                }
+            ]
+        if isinstance(event, ToolCallEnd):
+            out = self._close_text() + self._close_reasoning()
+            if event.id not in self._started_tools:
+                self._started_tools.add(event.id)
+                out.append(
+                    {"type": "tool-input-start", "toolCallId": event.id, "toolName": event.name}
+                )
+            self.tool_calls.append(event)
+            out.append(
+                {
+                    "type": "tool-input-available",
+                    "toolCallId": event.id,
+                    "toolName": event.name,
+                    "input": event.arguments,
+                }
+            )
+            return out
+        if isinstance(event, Finish):
+            self.finish = event
+            return self.close()
+        if isinstance(event, ResponseCursor):
+            return []
+        raise TypeError(f"unexpected provider event {event!r}")
+
+    def close(self) -> list[Chunk]:
+        """Chunks that end every part still open (also used when an attempt is cut short)."""
+        return self._close_text() + self._close_reasoning()
+
+
+def _tool_input_start(tool_call_id: str, tool_name: str) -> Chunk:
+    return {"type": "tool-input-start", "toolCallId": tool_call_id, "toolName": tool_name}

@@ -1,0 +1,91 @@
+"""The long-lived things a process holds: store, wake-up bus, log watcher, Temporal client."""
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from perdure.runtime.settings import Settings
+from perdure.runtime.temporal_connection import connection_options
+from perdure.runtime.temporal_setup import require_search_attributes
+from perdure.telemetry.tracing import temporal_interceptors
+from storage.bus import ChunkBus
+from storage.db import Database
+from storage.log_appender import LogAppender
+from storage.log_watch import LogWatcher
+from storage.migrate import migrate
+from storage.pg_listener import listen_forever
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    bus: ChunkBus
+    watcher: LogWatcher
+    """The one reader of the logs this process's streams follow."""
+    client: Client
+    appender: LogAppender
+    """The process's one log writer: every model step's chunks go through it."""
+    eager_start: bool = False
+    """True when a worker runs in this process on the same client (eager workflow start)."""
+
+
+async def connect_temporal(settings: Settings) -> Client:
+    """Connect, and refuse a namespace without Perdure's search attributes (every start of a
+    turn would fail there): `TemporalSetupNeeded` says to run `perdure temporal-setup`."""
+    client = await Client.connect(
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        data_converter=pydantic_data_converter,
+        # Traced (when tracing is on): this client's calls, and the worker built on it.
+        interceptors=temporal_interceptors(),
+        **connection_options(),
+    )
+    await require_search_attributes(client, settings.temporal_namespace)
+    return client
+
+
+@contextlib.asynccontextmanager
+async def open_services(
+    settings: Settings, *, client: Client | None = None, listen: bool = True
+) -> AsyncIterator[Services]:
+    """Migrate the store, connect, watch followed logs, and (on PostgreSQL) listen for
+    log appends."""
+    url = settings.resolved_database_url()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(migrate, url)
+    db = Database(url)
+    bus = ChunkBus(reliable=False)
+    watcher = LogWatcher(db, bus, poll_interval=settings.poll_interval)
+    watching = asyncio.create_task(watcher.run())
+    listener: asyncio.Task[None] | None = None
+    try:
+        if listen and not db.is_sqlite:
+            ready = asyncio.Event()
+            listener = asyncio.create_task(listen_forever(url, bus, ready))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ready.wait(), timeout=5)
+        client = client or await connect_temporal(settings)
+        appender = LogAppender(db, bus)
+        try:
+            yield Services(
+                settings=settings,
+                db=db,
+                bus=bus,
+                watcher=watcher,
+                client=client,
+                appender=appender,
+            )
+        finally:
+            await appender.close()  # its last flush before the store closes
+    finally:
+        for task in (listener, watching):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        await db.close()

@@ -1,0 +1,274 @@
+"""Process settings from the environment. Imported by the worker, gateway and CLI only."""
+
+import hashlib
+import hmac
+import os
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from pydantic import Field, GetCoreSchemaHandler, SecretStr, field_validator, model_validator
+from pydantic_core import core_schema
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from perdure.domain.access import Rate, parse_origins
+from perdure.domain.names import DEFAULT_TASK_QUEUE, turn_workflow_id
+from storage.urls import default_sqlite_url
+
+
+def _default_model() -> str:
+    if os.environ.get("OPENAI_API_KEY"):
+        return "openai:gpt-4.1-mini"
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic:claude-sonnet-4-5"
+    return "demo"
+
+
+API_KEYS_FORMAT = "key:tenant,key2:tenant2"
+OTLP_PROTOCOLS = ("http/protobuf", "grpc")
+"""The OTLP protocols the trace exporter speaks (OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL)."""
+_API_KEY = re.compile(r"^[\x21-\x7e]{1,500}$")
+"""Printable ASCII without spaces: what fits in `Authorization: Bearer <key>`."""
+_TENANT = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
+
+
+def _key_digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+
+
+class ApiKeys:
+    """`PERDURE_API_KEYS`, parsed and validated once: the SHA-256 of each key with its tenant.
+
+    The keys themselves are not kept, so no log, `repr` or error message can show them, and a
+    presented key is compared with every known one in constant time (equal-length digests,
+    `hmac.compare_digest`, no early exit), so timing tells nothing about which key was close.
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, entries: list[tuple[bytes, str]]) -> None:
+        self._entries = tuple(entries)
+
+    @classmethod
+    def parse(cls, text: str) -> "ApiKeys":
+        """Raise `ValueError` naming the entry's position (never its text) when malformed."""
+        items = text.split(",")
+        total = len(items)
+        entries: list[tuple[bytes, str]] = []
+        first_seen: dict[bytes, int] = {}
+        for position, item in enumerate(items, start=1):
+            where = f"entry {position} of {total}"
+            if not item.strip():
+                raise ValueError(f"{where} is empty; expected {API_KEYS_FORMAT}")
+            if item.count(":") != 1:
+                raise ValueError(
+                    f"{where} must be key:tenant with exactly one ':'; expected {API_KEYS_FORMAT}"
+                )
+            key, tenant = (part.strip() for part in item.split(":"))
+            if not key:
+                raise ValueError(f"{where} has an empty key")
+            if not tenant:
+                raise ValueError(f"{where} has an empty tenant")
+            if not _API_KEY.match(key):
+                raise ValueError(
+                    f"{where}: a key must be 1-500 printable ASCII characters, no spaces"
+                )
+            if not _TENANT.match(tenant):
+                raise ValueError(f"{where}: a tenant must be 1-200 of A-Z a-z 0-9 _ . -")
+            digest = _key_digest(key)
+            if digest in first_seen:
+                raise ValueError(f"entries {first_seen[digest]} and {position} have the same key")
+            first_seen[digest] = position
+            entries.append((digest, tenant))
+        return cls(entries)
+
+    def tenant_for(self, presented: str) -> str | None:
+        """The tenant of `presented`, or None. Compares with every key, whatever matches."""
+        digest = _key_digest(presented)
+        found: str | None = None
+        for known, tenant in self._entries:
+            if hmac.compare_digest(known, digest):
+                found = tenant
+        return found
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"ApiKeys(<{len(self._entries)} keys>)"
+
+    @classmethod
+    def _validate(cls, value: object) -> "ApiKeys":
+        if isinstance(value, ApiKeys):
+            return value
+        if isinstance(value, str):
+            return cls.parse(value)
+        raise ValueError(f"expected {API_KEYS_FORMAT}")
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            cls._validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(lambda _: "**********"),
+        )
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_ignore_empty=True, extra="ignore", hide_input_in_errors=True
+    )
+
+    temporal_address: str = Field(default="localhost:7233", alias="TEMPORAL_ADDRESS")
+    temporal_namespace: str = Field(default="default", alias="TEMPORAL_NAMESPACE")
+    task_queue: str = Field(default=DEFAULT_TASK_QUEUE, alias="PERDURE_TASK_QUEUE")
+    data_dir: Path = Field(default=Path(".perdure"), alias="PERDURE_DATA_DIR")
+    database_url: str | None = Field(default=None, alias="PERDURE_DATABASE_URL")
+    model: str = Field(default_factory=_default_model, alias="PERDURE_MODEL")
+    agents: str | None = Field(default=None, alias="PERDURE_AGENTS")
+    """Comma-separated module paths whose `Agent` subclasses are served."""
+    default_agent: str = Field(default="default", alias="PERDURE_DEFAULT_AGENT")
+    host: str = Field(default="127.0.0.1", alias="PERDURE_HOST")
+    port: int = Field(default=8000, alias="PERDURE_PORT", ge=0, le=65535)
+    api_keys: ApiKeys | None = Field(default=None, alias="PERDURE_API_KEYS")
+    """`key:tenant,key2:tenant2`, validated at start. With neither these nor an active key in the
+    store (`perdure keys create`), there is no authentication: every caller is tenant `default`."""
+    # Access
+    rate_limit: Annotated[Rate | None, NoDecode] = Field(default=None, alias="PERDURE_RATE_LIMIT")
+    """Submissions each tenant may create, e.g. `60/minute`: a token bucket per tenant in the
+    store, shared by every gateway. A tenant's own rate (`perdure tenants set`) overrides it.
+    Unset: no limit."""
+    cors_origins: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(), alias="PERDURE_CORS_ORIGINS"
+    )
+    """Browser origins allowed to call the API (`scheme://host[:port]`, comma-separated, or
+    `*`). Unset: no CORS headers at all."""
+    cors_credentials: bool = Field(default=False, alias="PERDURE_CORS_CREDENTIALS")
+    """Let browsers send cookies and HTTP auth cross-origin (never with `*`). Bearer keys in
+    `Authorization` need no credentials mode."""
+    max_message_bytes: int = Field(default=1_000_000, alias="PERDURE_MAX_MESSAGE_BYTES", gt=0)
+    poll_interval: float = Field(default=0.02, alias="PERDURE_POLL_INTERVAL", gt=0)
+    """Seconds between log reads when no wake-up bus reaches this gateway."""
+    worker_shutdown_grace: float = Field(default=30.0, alias="PERDURE_WORKER_SHUTDOWN_GRACE", gt=0)
+    chunk_retention_hours: float = Field(
+        default=168.0, alias="PERDURE_CHUNK_RETENTION_HOURS", ge=0, allow_inf_nan=False
+    )
+    """Hours a closed answer's chunk log is kept for resumes before the reconciler deletes its
+    chunks (the stored message stays); 0 keeps them forever."""
+    """Seconds a stopping worker gives its running activities before handing them over."""
+    ui_port: int = Field(default=8233, alias="PERDURE_TEMPORAL_UI_PORT")
+    temporal_ui_url: str | None = Field(default=None, alias="PERDURE_TEMPORAL_UI_URL")
+    """The Temporal UI that turn links point at; unset: the dev server's, on `ui_port`."""
+    temporal_dev_config: Path = Field(
+        default=Path("temporal-dev.yml"), alias="PERDURE_TEMPORAL_DEV_CONFIG"
+    )
+    # Telemetry
+    log_format: str = Field(default="text", alias="PERDURE_LOG_FORMAT")
+    """`text` (the default) or `json`: one JSON object a line, with the request, tenant,
+    session and submission ids of the work that logged it (telemetry/json_logs.py)."""
+    metrics_port: int | None = Field(default=None, alias="PERDURE_METRICS_PORT", ge=0, le=65535)
+    """The worker's Prometheus endpoint (`/metrics` on `PERDURE_HOST`); unset: none; 0: a free
+    port, logged. The gateway serves `/metrics` on its own port whatever this says."""
+    metrics_token: SecretStr | None = Field(default=None, alias="PERDURE_METRICS_TOKEN")
+    """Unset: `/metrics` is open (it holds aggregates only, no tenant or session ids). Set:
+    scrapes must send `Authorization: Bearer <token>`."""
+    otlp_endpoint: str | None = Field(default=None, alias="OTEL_EXPORTER_OTLP_ENDPOINT")
+    otlp_traces_endpoint: str | None = Field(
+        default=None, alias="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+    )
+    """Either one turns tracing on; the exporter reads the other standard
+    `OTEL_EXPORTER_OTLP_*` variables (headers, timeout) itself."""
+    otlp_protocol: str | None = Field(default=None, alias="OTEL_EXPORTER_OTLP_PROTOCOL")
+    otlp_traces_protocol: str | None = Field(
+        default=None, alias="OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+    )
+    """`http/protobuf` (the default) or `grpc`; the traces one wins."""
+    otel_sdk_disabled: bool = Field(default=False, alias="OTEL_SDK_DISABLED")
+    """True turns tracing off even with an endpoint set."""
+
+    @field_validator("rate_limit", mode="before")
+    @classmethod
+    def _rate(cls, value: object) -> object:
+        return Rate.parse(value) if isinstance(value, str) else value
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _exact_origins(cls, value: object) -> object:
+        return parse_origins(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _no_wildcard_with_credentials(self) -> "Settings":
+        if self.cors_credentials and "*" in self.cors_origins:
+            raise ValueError(
+                "PERDURE_CORS_ORIGINS=* with PERDURE_CORS_CREDENTIALS would let any site act "
+                "with a visitor's credentials: list exact origins"
+            )
+        return self
+
+    @field_validator("model")
+    @classmethod
+    def _known_model_form(cls, value: str) -> str:
+        prefixes = ("openai:", "openai-responses:", "anthropic:")
+        if value != "demo" and not value.startswith(prefixes):
+            raise ValueError(
+                "PERDURE_MODEL must be demo, openai:<model>, openai-responses:<model> "
+                "or anthropic:<model>"
+            )
+        return value
+
+    @field_validator("log_format")
+    @classmethod
+    def _known_log_format(cls, value: str) -> str:
+        if value.strip().lower() not in ("text", "json"):
+            raise ValueError("PERDURE_LOG_FORMAT must be text or json")
+        return value.strip().lower()
+
+    @field_validator("otlp_endpoint", "otlp_traces_endpoint")
+    @classmethod
+    def _http_endpoint(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(
+                "an OTLP endpoint must be an http:// or https:// URL (for gRPC too: the "
+                "scheme says whether the connection uses TLS)"
+            )
+        return value
+
+    @field_validator("otlp_protocol", "otlp_traces_protocol")
+    @classmethod
+    def _built_in_protocol(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if value.strip() not in OTLP_PROTOCOLS:
+            raise ValueError(
+                "Perdure exports traces as OTLP over http/protobuf or grpc: the protocol must "
+                "be one of these (or unset); http/json is not built in"
+            )
+        return value.strip()
+
+    @property
+    def otlp_traces_protocol_used(self) -> str:
+        return self.otlp_traces_protocol or self.otlp_protocol or "http/protobuf"
+
+    @property
+    def tracing_enabled(self) -> bool:
+        """Traces are exported when an OTLP endpoint is set and the SDK is not disabled."""
+        return (
+            self.otlp_endpoint is not None or self.otlp_traces_endpoint is not None
+        ) and not self.otel_sdk_disabled
+
+    def chunk_retention(self) -> timedelta | None:
+        """None when closed chunk logs are kept forever."""
+        return timedelta(hours=self.chunk_retention_hours) if self.chunk_retention_hours else None
+
+    def turn_ui_url(self, submission_id: str) -> str:
+        """The Temporal UI page of a submission's turn workflow."""
+        base = (self.temporal_ui_url or f"http://127.0.0.1:{self.ui_port}").rstrip("/")
+        namespace = quote(self.temporal_namespace, safe="")
+        workflow_id = quote(turn_workflow_id(submission_id), safe="")
+        return f"{base}/namespaces/{namespace}/workflows/{workflow_id}"
+
+    def resolved_database_url(self) -> str:
+        return self.database_url or default_sqlite_url(self.data_dir)

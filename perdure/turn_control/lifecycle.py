@@ -1,0 +1,195 @@
+"""A submission's lifecycle, owned here for every submitter (the chat and submissions routes,
+scheduled prompts) and every later move of it (the finish admits the next turn, a recovery plan
+or a cleared session skips queued ones, the reconciler starts a forgotten one).
+
+The store decides, Temporal is told after: `submit` records the submission and what the
+session's concurrency strategy makes of it (stop the running turn, skip queued ones) in one
+transaction, then starts its turn and carries those effects out; a turn that cannot be started
+has its submission withdrawn, so nothing stays half-written.
+"""
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Protocol, TypeVar
+
+from temporalio.client import Client
+
+from perdure.domain.names import ADMIT_SIGNAL, SKIP_SIGNAL
+from perdure.domain.ui import UIMessage
+from perdure.turn_control.client import TurnStart, cancel_turn, signal_turn, start_turn
+from storage.db import Database
+from storage.stops import StopRecord, record_stop
+from storage.submissions import (
+    ACTIVE,
+    SubmissionOptions,
+    SubmitOutcome,
+    submit,
+    withdraw_submission,
+)
+from storage.tables import Submission
+
+log = logging.getLogger("perdure.lifecycle")
+
+T = TypeVar("T")
+
+
+class TemporalDeadline(Protocol):
+    """How long a Temporal call may take, and what its failure becomes. The gateway answers a
+    request within a second when Temporal is down (a 503); an activity is bounded by its own
+    timeouts and retried by Temporal. `patient`: a call made in the background after Temporal
+    was found unreachable, which may wait for it to come back."""
+
+    def __call__(self, call: Awaitable[T], *, patient: bool = False) -> Awaitable[T]: ...
+
+
+async def _as_is(call: Awaitable[T], *, patient: bool = False) -> T:
+    return await call
+
+
+@dataclass(frozen=True)
+class NewSubmission:
+    """What a submitter asks for: a message for the tenant's session `chat_id`, once per
+    `idempotency_key`."""
+
+    tenant_id: str
+    chat_id: str
+    agent: str
+    message: UIMessage
+    idempotency_key: str
+    options: SubmissionOptions
+
+
+class SubmissionLifecycle:
+    def __init__(
+        self,
+        db: Database,
+        client: Client,
+        *,
+        task_queue: str,
+        eager_start: bool = False,
+        deadline: TemporalDeadline = _as_is,
+    ) -> None:
+        self._db = db
+        self._client = client
+        self._task_queue = task_queue
+        self._eager_start = eager_start
+        self._deadline = deadline
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def submit(self, new: NewSubmission) -> SubmitOutcome:
+        """Record the submission (once per key) and start its turn. A repeat returns the
+        first submission (`created: false`) and starts its turn again, which is a no-op
+        unless the first request died before starting it."""
+        outcome = await self._recorded(new)
+        await self._start_submitted(outcome)
+        return outcome
+
+    async def record(self, new: NewSubmission) -> Submission:
+        """Record a sub-agent's submission (once per key), in the new session its parent's
+        tool call opens: its parent's workflow starts its turn as a child workflow."""
+        # A child's session is new: no running or queued turn for a strategy to act on.
+        return (await self._recorded(new)).submission
+
+    async def _recorded(self, new: NewSubmission) -> SubmitOutcome:
+        return await submit(
+            self._db,
+            tenant_id=new.tenant_id,
+            chat_id=new.chat_id,
+            agent=new.agent,
+            message=new.message,
+            idempotency_key=new.idempotency_key,
+            options=new.options,
+        )
+
+    async def _start_submitted(self, outcome: SubmitOutcome) -> None:
+        submission = outcome.submission
+        if submission.status in ACTIVE:
+            try:
+                await self.start(submission, eager=self._eager_start)
+            except Exception:
+                if outcome.created:  # a repeated request leaves the original's turn alone
+                    await self._withdraw(submission)
+                raise
+        await self._carry_out(outcome)
+
+    async def start(self, submission: Submission, *, eager: bool = False) -> None:
+        """Idempotent: attaches to a running workflow and never restarts a finished one."""
+        await self._deadline(
+            start_turn(
+                self._client, TurnStart.of(submission), task_queue=self._task_queue, eager=eager
+            )
+        )
+
+    async def admit(self, submission: Submission, *, patient: bool = False) -> None:
+        """Tell the admitted submission's turn to run (starting its workflow if need be)."""
+        await self._signal(submission, ADMIT_SIGNAL, patient=patient)
+
+    async def skip(self, submissions: Sequence[Submission]) -> None:
+        """Let the turns of submissions the store ended `skipped` end without running."""
+        for submission in submissions:
+            await self._signal(submission, SKIP_SIGNAL)
+
+    async def stop(self, *, session_id: str, submission_id: str | None = None) -> StopRecord:
+        """Stop the submission (or the session's running turn): record the stop, then cancel
+        through Temporal (storage/stops.py says why the record comes first). Once recorded it
+        holds: when Temporal cannot take the cancellation now, the turn stops at its next step
+        and the reconciler sends the cancellation again, so the answer is still `stopped`."""
+        record = await record_stop(self._db, session_id=session_id, submission_id=submission_id)
+        if record.verdict != "stopped" or record.submission is None:
+            return record
+        try:
+            await self.cancel(record.submission.id)
+        except Exception as error:  # noqa: BLE001 - the recorded stop holds (see above)
+            log.warning(
+                "stop of %s recorded; Temporal did not take the cancellation (%s): the turn "
+                "stops at its next step",
+                record.submission.id,
+                error,
+            )
+        return record
+
+    async def cancel(self, submission_id: str) -> None:
+        """Cancel the turn's workflow; what it ends as is recorded in the store already (a stop,
+        a deleted session, an `interrupt`)."""
+        await self._deadline(cancel_turn(self._client, submission_id))
+
+    async def _signal(self, submission: Submission, signal: str, *, patient: bool = False) -> None:
+        call = signal_turn(
+            self._client, TurnStart.of(submission), task_queue=self._task_queue, signal=signal
+        )
+        await self._deadline(call, patient=patient)
+
+    async def _carry_out(self, outcome: SubmitOutcome) -> None:
+        """What the session's concurrency strategy asked: stop the running turn, skip queued
+        ones. Both are recorded in the store already (a marked submission is never admitted),
+        so a failure here leaves a turn running to its end, never a wrong one started."""
+        effects = outcome.effects
+        calls = [partial(self.cancel, submission_id) for submission_id in effects.cancel]
+        calls += [partial(self._signal, row, SKIP_SIGNAL) for row in effects.skip]
+        for call in calls:
+            try:
+                await call()
+            except Exception as error:  # noqa: BLE001 - logged; the submission itself is taken
+                log.warning("concurrency strategy: %s", error)
+
+    async def _withdraw(self, submission: Submission) -> None:
+        """Undo an intake whose turn could not be started. The submission admitted in its
+        place is signalled in the background: Temporal was unreachable a moment ago."""
+        try:
+            withdrawal = await withdraw_submission(self._db, submission_id=submission.id)
+        except Exception:  # the store failed too: the reconciler will start the turn later
+            log.exception("could not withdraw submission %s", submission.id)
+            return
+        if withdrawal.admitted is not None:
+            task = asyncio.create_task(self._admit_in_background(withdrawal.admitted))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _admit_in_background(self, submission: Submission) -> None:
+        try:
+            await self.admit(submission, patient=True)
+        except Exception as error:  # noqa: BLE001 - best effort: logged, never raised
+            log.warning("could not admit submission %s: %s", submission.id, error)
