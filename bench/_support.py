@@ -18,6 +18,18 @@ import httpx
 from bench.latency import percentile
 
 REPO = Path(__file__).parents[1]
+
+
+@dataclass(frozen=True)
+class Served:
+    """What a benchmark's cluster serves: the repository's test agents, by module path (they
+    are loaded by the worker processes, never imported here)."""
+
+    agents: str = "tests.agents,tests.approval_agents,tests.delegating_agents"
+    root: Path = REPO
+
+
+SERVED = Served()
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -145,7 +157,7 @@ class Observation:
 
 
 class RemoteFakeProvider:
-    """`python -m tests.fakeprovider` in a subprocess; `env()` points the SDKs at it."""
+    """`python -m perdure.testing.fakeprovider` in a subprocess; `env()` points the SDKs at it."""
 
     def __init__(self, log_dir: Path) -> None:
         self._log_path = log_dir / "fake-provider.log"
@@ -155,7 +167,7 @@ class RemoteFakeProvider:
     def start(self) -> Self:
         log = open(self._log_path, "w")  # noqa: SIM115 - closed with the process
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.fakeprovider", "--port", "0"],
+            [sys.executable, "-m", "perdure.testing.fakeprovider", "--port", "0"],
             cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)},
             stdout=subprocess.PIPE,
@@ -177,7 +189,7 @@ class RemoteFakeProvider:
 
     async def observe(self, contains: str = "") -> Observation:
         """The requests it recorded whose user text contains `contains`, read from its
-        test-only observation route (`GET /_fake/requests`, tests/fakeprovider/server.py).
+        test-only observation route (`GET /_fake/requests`, perdure/testing/fakeprovider/server.py).
 
         Its times are `time.monotonic()` of its process: CLOCK_MONOTONIC is one clock for the
         whole machine on Linux, so they compare directly with this process's; `clock_skew`

@@ -9,7 +9,7 @@ workflow, Temporal's Workflow Streams, and the provider called directly with no 
 Every system runs as real processes: its own Temporal dev server (the same settings for all,
 temporal-dev.yml's), one worker process and one gateway process (Perdure: `perdure worker` +
 `perdure gateway` on the store; the floor: the gateway alone); the fake provider is one process
-for the whole run (`python -m tests.fakeprovider`). Per system, in this order:
+for the whole run (`python -m perdure.testing.fakeprovider`). Per system, in this order:
 
 - warm-up turns, then `--turns` turns one after another (chats of `--turns-per-chat` turns),
   each `@count 20 @delay 20`:
@@ -59,17 +59,17 @@ import httpx
 from temporalio.api.history.v1 import History
 from temporalio.client import Client
 
-from bench._support import Observation, ProviderRequest, RemoteFakeProvider, p50_p95
+from bench._support import SERVED, Observation, ProviderRequest, RemoteFakeProvider, p50_p95
 from bench.alternatives._common import WORKER_READY, AltProcess, wait_healthy
 from bench.latency import percentile
 from perdure.domain.names import turn_workflow_id
 from perdure.runtime.temporal_dev import dev_server
-from tests.cluster import LiveStream, running_cluster
-from tests.databases import database_url, postgres_available
-from tests.e2e.chat_client import counting
-from tests.fakeprovider.script import words
-from tests.processes import PerdureProcess
-from tests.stack import free_port
+from perdure.testing.chat_client import counting
+from perdure.testing.cluster import LiveStream, running_cluster
+from perdure.testing.databases import database_url, postgres_available
+from perdure.testing.fakeprovider.script import words
+from perdure.testing.processes import PerdureProcess
+from perdure.testing.stack import free_port
 
 SYSTEMS = ["perdure", "session-entity", "workflow-streams", "direct"]
 TITLES = {
@@ -152,7 +152,7 @@ class PerdureSystem(System):
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator["PerdureSystem"]:
         with database_url(self.store, self.workdir) as url:
-            async with running_cluster(self.workdir, self.fake, url) as cluster:
+            async with running_cluster(self.workdir, self.fake, url, SERVED) as cluster:
                 self._cluster = cluster
                 self.temporal_address = cluster.temporal_address
                 async with cluster.temporal():

@@ -24,10 +24,10 @@ from tempfile import TemporaryDirectory
 import httpx
 
 from bench.split import split_stack
-from tests.databases import database_url, postgres_available
-from tests.fakeprovider.server import FakeProvider
-from tests.processes import PerdureProcess, wait_healthy
-from tests.stack import free_port
+from perdure.testing.databases import database_url, postgres_available
+from perdure.testing.fakeprovider.server import FakeProvider
+from perdure.testing.processes import PerdureProcess, wait_healthy
+from perdure.testing.stack import free_port
 
 DELTAS_PER_TURN = 20
 DELAY_MS = 5

@@ -4,7 +4,7 @@
                                    [--count 30] [--delay-ms 50] [--timeout 180]
 
 Real processes, each its own: a Temporal dev server on a SQLite file, the fake provider
-(`python -m tests.fakeprovider`), `perdure worker`, `perdure gateway`, and this process, the
+(`python -m perdure.testing.fakeprovider`), `perdure worker`, `perdure gateway`, and this process, the
 load generator, whose own CPU time is reported with the others' so the figures read honestly.
 Each run starts a fresh cluster and store, runs one warm-up chat, then starts N chats at the
 same instant; every answer is `@count 30 @delay 50`: 30 tokens at 20 tokens/s. Per run:
@@ -51,6 +51,7 @@ from sqlalchemy import create_engine, select
 from sqlmodel import col
 
 from bench._support import (
+    SERVED,
     CpuMeter,
     Observation,
     ProviderRequest,
@@ -61,12 +62,12 @@ from bench._support import (
     rss_mb,
     stats,
 )
+from perdure.testing.chat_client import counting
+from perdure.testing.cluster import CountingTurn, running_cluster, stored_answer_problems
+from perdure.testing.databases import database_url, postgres_available
+from perdure.testing.fakeprovider.script import words
 from storage.tables import ChunkRow
 from storage.urls import sync_url
-from tests.cluster import CountingTurn, running_cluster, stored_answer_problems
-from tests.databases import database_url, postgres_available
-from tests.e2e.chat_client import counting
-from tests.fakeprovider.script import words
 
 CHAT_TIMEOUT = 180.0
 PROGRESS_EVERY = 10.0
@@ -166,7 +167,7 @@ async def _measured_run(
     timeout: float,
 ) -> None:
     with RemoteFakeProvider(workdir) as fake, database_url(store, workdir) as url:
-        async with running_cluster(workdir, fake, url) as cluster:
+        async with running_cluster(workdir, fake, url, SERVED) as cluster:
             async with cluster.temporal() as temporal:
                 worker = cluster.worker()
                 gateway_url = await cluster.gateway()

@@ -30,8 +30,8 @@ from temporalio.client import Client
 from bench.latency import percentile
 from bench.split import split_stack
 from perdure.domain.names import turn_workflow_id
-from tests.databases import database_url, postgres_available
-from tests.fakeprovider.server import FakeProvider
+from perdure.testing.databases import database_url, postgres_available
+from perdure.testing.fakeprovider.server import FakeProvider
 
 EDGE = 10
 """Turns averaged at each end of the chat."""

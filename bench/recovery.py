@@ -40,9 +40,9 @@ from tempfile import TemporaryDirectory
 
 import httpx
 
-from bench._support import stats
+from bench._support import SERVED, stats
 from perdure.domain.names import MODEL_STEP_ACTIVITY, turn_workflow_id
-from tests.cluster import (
+from perdure.testing.cluster import (
     Cluster,
     CountingTurn,
     rolling_restart,
@@ -50,9 +50,9 @@ from tests.cluster import (
     stored_answer_problems,
     wait_until,
 )
-from tests.databases import database_url, postgres_available
-from tests.fakeprovider.server import FakeProvider
-from tests.processes import PerdureProcess
+from perdure.testing.databases import database_url, postgres_available
+from perdure.testing.fakeprovider.server import FakeProvider
+from perdure.testing.processes import PerdureProcess
 from workflows._policies import HEARTBEAT_TIMEOUT
 
 COUNT = 400
@@ -256,7 +256,7 @@ async def main() -> None:
     with FakeProvider() as fake, TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         with database_url(args.store, workdir) as store_url:
-            async with running_cluster(workdir, fake, store_url) as cluster:
+            async with running_cluster(workdir, fake, store_url, SERVED) as cluster:
                 cluster.env.update(grace)
                 async with cluster.temporal():
                     workers = [cluster.worker(), cluster.worker()]

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perdure.runtime.temporal_dev import dev_server
-from tests.fakeprovider.server import FakeProvider
-from tests.processes import PerdureProcess, wait_healthy
-from tests.stack import free_port
+from perdure.testing.fakeprovider.server import FakeProvider
+from perdure.testing.processes import PerdureProcess, wait_healthy
+from perdure.testing.stack import free_port
 
 TEST_AGENTS = "tests.agents,tests.approval_agents,tests.delegating_agents"
 

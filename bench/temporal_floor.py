@@ -32,7 +32,7 @@ from temporalio.client import Client
 from bench._support import REPO, CpuMeter, p50_p95
 from bench.floor_turn import QUEUE, FloorTurn
 from perdure.runtime.temporal_dev import DevServerConfig, dev_server
-from tests.stack import free_port
+from perdure.testing.stack import free_port
 
 
 async def burst(

@@ -38,8 +38,8 @@ from perdure.runtime.services import open_services
 from perdure.runtime.settings import Settings
 from perdure.runtime.temporal_dev import DevServerConfig, dev_server
 from perdure.runtime.worker import build_worker
-from tests.fakeprovider.server import FakeProvider
-from tests.stack import free_port
+from perdure.testing.fakeprovider.server import FakeProvider
+from perdure.testing.stack import free_port
 
 STAGES = [
     "request parsed",

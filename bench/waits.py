@@ -23,8 +23,8 @@ import httpx
 
 from bench.latency import percentile
 from bench.split import split_stack
-from tests.databases import database_url, postgres_available
-from tests.fakeprovider.server import FakeProvider
+from perdure.testing.databases import database_url, postgres_available
+from perdure.testing.fakeprovider.server import FakeProvider
 
 CHILD_WORDS = 40
 CHILD_DELAY_MS = 25

@@ -9,9 +9,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from perdure.domain.turn_labels import TURN_ATTRIBUTES
 from perdure.runtime.temporal_dev import temporal_binary
+from perdure.testing.stack import Stack, running_stack
 from tests.databases import database_url
-from tests.fakeprovider.fixtures import fake_provider  # noqa: F401 - a shared fixture
-from tests.stack import Stack, running_stack
+from tests.fakeprovider_fixtures import fake_provider  # noqa: F401 - a shared fixture
+from tests.served import STACK_AGENTS
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -60,6 +61,6 @@ async def stack(
     directory = tmp_path_factory.mktemp(f"stack-{request.param}")
     with database_url(request.param, directory) as url:
         async with running_stack(
-            client=temporal_env.client, database_url=url, data_dir=directory
+            client=temporal_env.client, database_url=url, data_dir=directory, agents=STACK_AGENTS
         ) as running:
             yield running

@@ -1,17 +1,17 @@
-"""Throwaway databases: a SQLite file, or a fresh PostgreSQL database on localhost."""
+"""Throwaway databases for the tests (perdure/testing/databases.py): a PostgreSQL that cannot
+be reached skips the test, or fails it on CI."""
 
 import contextlib
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
-POSTGRES_ADMIN_URL = os.environ.get(
-    "PERDURE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
+from perdure.testing.databases import PostgresUnavailable, postgres_available
+from perdure.testing.databases import database_url as throwaway_url
+
+__all__ = ["database_url", "in_ci", "postgres_available", "skip_or_fail"]
 
 
 def in_ci() -> bool:
@@ -26,31 +26,10 @@ def skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
-def postgres_available() -> str | None:
-    """None when reachable; otherwise why not."""
-    try:
-        with psycopg.connect(POSTGRES_ADMIN_URL, connect_timeout=3):
-            return None
-    except psycopg.Error as error:
-        return (
-            f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: {' '.join(str(error).split())}"
-        )
-
-
 @contextlib.contextmanager
 def database_url(backend: str, directory: Path) -> Iterator[str]:
-    if backend == "sqlite":
-        yield f"sqlite:///{directory / 'perdure.db'}"
-        return
-    reason = postgres_available()
-    if reason is not None:
-        skip_or_fail(reason)
-    name = f"perdure_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
     try:
-        yield f"{base}/{name}"
-    finally:
-        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        with throwaway_url(backend, directory) as url:
+            yield url
+    except PostgresUnavailable as unavailable:
+        skip_or_fail(str(unavailable))

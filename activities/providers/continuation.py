@@ -38,7 +38,7 @@ CONTINUE_INSTRUCTION = (
     "do not mention this request."
 )
 """The user message that follows the partial answer in an `instruction` continuation. The fake
-provider recognises it verbatim (tests/fakeprovider/transcript.py)."""
+provider recognises it verbatim (perdure/testing/fakeprovider/transcript.py)."""
 
 RESUME = Continuation(
     mechanism="resume", exact=True, via="re-attach to the background response (starting_after)"

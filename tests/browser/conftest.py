@@ -1,5 +1,5 @@
 """The chat page in a real browser: Debian's chromium (never a downloaded one) driven by
-Playwright, against a real stack (tests/stack.py) that serves the page at `/`.
+Playwright, against a real stack (perdure/testing/stack.py) that serves the page at `/`.
 
 `PERDURE_SCREENSHOTS=DIR` writes a screenshot of each state a test reaches into DIR;
 `PERDURE_README_SCREENSHOT=1` rewrites docs/images/chat-page.png."""
@@ -21,8 +21,8 @@ from playwright.async_api import (
     async_playwright,
 )
 
+from perdure.testing.stack import Stack
 from tests.databases import skip_or_fail
-from tests.stack import Stack
 
 CHROMIUM = Path("/usr/bin/chromium")
 README_SCREENSHOT = Path(__file__).parents[2] / "docs" / "images" / "chat-page.png"

@@ -8,10 +8,10 @@ import httpx
 import pytest
 from playwright.async_api import expect
 
+from perdure.testing.stack import Stack, delete_stored_keys
 from storage.api_keys import create_key
 from tests.browser.conftest import ChatPage
-from tests.fakeprovider.fixtures import count_to
-from tests.stack import Stack, delete_stored_keys
+from tests.fakeprovider_fixtures import count_to
 
 pytestmark = pytest.mark.parametrize("stack", ["sqlite"], indirect=True)
 TENANT = "page-tenant"

@@ -9,10 +9,10 @@ import httpx
 import pytest
 from playwright.async_api import expect
 
+from perdure.testing.fakeprovider.anthropic import THINKING
 from tests.approval_agents import tool_runs
 from tests.browser.conftest import README_SCREENSHOT, ChatPage
-from tests.fakeprovider.anthropic import THINKING
-from tests.fakeprovider.fixtures import count_to, tag
+from tests.fakeprovider_fixtures import count_to, tag
 
 pytestmark = pytest.mark.parametrize("stack", ["sqlite"], indirect=True)
 

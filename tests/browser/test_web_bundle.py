@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from gateway.web import STATIC
+from perdure.testing.stack import Stack
 from tests.databases import skip_or_fail
-from tests.stack import Stack
 
 WEB = Path(__file__).parents[2] / "web"
 

@@ -12,10 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.cluster import Cluster, LiveStream, running_cluster, wait_until
+from perdure.testing.chat_client import chat_body, counting, read_stream, send, user_message
+from perdure.testing.cluster import Cluster, LiveStream, running_cluster, wait_until
+from perdure.testing.fakeprovider.server import FakeProvider
 from tests.databases import database_url
-from tests.e2e.chat_client import chat_body, counting, read_stream, send, user_message
-from tests.fakeprovider.server import FakeProvider
+from tests.served import CLUSTER
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -23,7 +24,7 @@ async def cluster(
     request: pytest.FixtureRequest, tmp_path: Path, fake_provider: FakeProvider
 ) -> AsyncIterator[Cluster]:
     with database_url(request.param, tmp_path) as url:
-        async with running_cluster(tmp_path, fake_provider, url) as running:
+        async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
             yield running
 
 

@@ -12,9 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.cluster import Cluster, running_cluster
+from perdure.testing.cluster import Cluster, running_cluster
+from perdure.testing.fakeprovider.server import FakeProvider
 from tests.databases import database_url
-from tests.fakeprovider.server import FakeProvider
+from tests.served import CLUSTER
 
 COUNT = 1000
 STASH_EVERY = 100
@@ -25,7 +26,7 @@ async def cluster(
     request: pytest.FixtureRequest, tmp_path: Path, fake_provider: FakeProvider
 ) -> AsyncIterator[Cluster]:
     with database_url(request.param, tmp_path) as url:
-        async with running_cluster(tmp_path, fake_provider, url) as running:
+        async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
             yield running
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cluster import (
+from perdure.testing.cluster import (
     Cluster,
     CountingTurn,
     rolling_restart,
@@ -20,8 +20,9 @@ from tests.cluster import (
     stored_answer_problems,
     wait_until,
 )
+from perdure.testing.fakeprovider.server import FakeProvider
 from tests.databases import database_url
-from tests.fakeprovider.server import FakeProvider
+from tests.served import CLUSTER
 
 TURNS = 6
 AGENTS = [None, "responses", "anthropic"]
@@ -45,7 +46,7 @@ async def cluster(
     request: pytest.FixtureRequest, tmp_path: Path, fake_provider: FakeProvider
 ) -> AsyncIterator[Cluster]:
     with database_url(request.param, tmp_path) as url:
-        async with running_cluster(tmp_path, fake_provider, url) as running:
+        async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
             yield running
 
 

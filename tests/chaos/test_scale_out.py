@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from perdure.domain.names import turn_workflow_id
-from tests.cluster import (
+from perdure.testing.chat_client import chat_body, counting, user_message
+from perdure.testing.cluster import (
     Cluster,
     CountingTurn,
     LiveStream,
@@ -22,10 +23,10 @@ from tests.cluster import (
     stored_answer_problems,
     wait_until,
 )
+from perdure.testing.fakeprovider.server import FakeProvider
+from perdure.testing.processes import PerdureProcess
 from tests.databases import database_url
-from tests.e2e.chat_client import chat_body, counting, user_message
-from tests.fakeprovider.server import FakeProvider
-from tests.processes import PerdureProcess
+from tests.served import CLUSTER
 
 TURNS = 6
 COUNT = 300
@@ -36,7 +37,7 @@ DELAY_MS = 20
 @pytest.fixture
 async def cluster(tmp_path: Path, fake_provider: FakeProvider) -> AsyncIterator[Cluster]:
     with database_url("postgres", tmp_path) as url:  # the scale-out store
-        async with running_cluster(tmp_path, fake_provider, url) as running:
+        async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
             yield running
 
 

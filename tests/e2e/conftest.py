@@ -8,10 +8,10 @@ import pytest
 
 from gateway.app import create_app
 from perdure.runtime.settings import ApiKeys
+from perdure.testing.stack import Stack
 from storage.db import Database
 from storage.migrate import migrate
 from tests.databases import database_url
-from tests.stack import Stack
 
 
 @pytest.fixture

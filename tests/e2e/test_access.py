@@ -20,12 +20,12 @@ from gateway.app import create_app
 from perdure.commands import cli
 from perdure.domain.access import Rate
 from perdure.runtime.settings import ApiKeys
+from perdure.testing.chat_client import chat_body, send, user_message
+from perdure.testing.processes import PERDURE
+from perdure.testing.stack import Stack, delete_stored_keys
 from storage.access_tables import RateBucketRow
 from storage.api_keys import create_key, revoke_key
 from storage.tenant_policies import set_policy
-from tests.e2e.chat_client import chat_body, send, user_message
-from tests.processes import PERDURE
-from tests.stack import Stack, delete_stored_keys
 
 REPO = Path(__file__).parents[2]
 Gateway = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from perdure.testing.stack import Stack
 from tests.databases import skip_or_fail
-from tests.stack import Stack
 
 NODE_TESTS = Path(__file__).parents[1] / "node"
 

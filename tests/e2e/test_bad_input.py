@@ -6,7 +6,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.chat_client import chat_body, user_message
+from perdure.testing.chat_client import chat_body, user_message
 
 
 async def session_count(http: httpx.AsyncClient) -> int:

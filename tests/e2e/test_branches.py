@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from tests.e2e.chat_client import Streamed, counting, read_stream, send, user_message
+from perdure.testing.chat_client import Streamed, counting, read_stream, send, user_message
 
 
 def new_session() -> str:

@@ -8,7 +8,7 @@ from typing import TypeVar
 import httpx
 import pytest
 
-from tests.e2e.chat_client import counting, read_stream, send
+from perdure.testing.chat_client import counting, read_stream, send
 
 T = TypeVar("T")
 

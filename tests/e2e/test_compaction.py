@@ -10,11 +10,11 @@ from sqlmodel import Session
 
 from activities.compaction import INSTRUCTION
 from perdure.domain.compaction import SUMMARY_HEADING
+from perdure.testing.chat_client import counting, key_of, send
+from perdure.testing.fakeprovider.server import FakeProvider
+from perdure.testing.stack import Stack
 from storage.compactions import session_compactions
 from storage.messages import recent_path_of
-from tests.e2e.chat_client import counting, key_of, send
-from tests.fakeprovider.server import FakeProvider
-from tests.stack import Stack
 
 
 def new_session() -> str:

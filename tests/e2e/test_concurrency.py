@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from tests.e2e.chat_client import chat_body, counting, read_stream, send, user_message
+from perdure.testing.chat_client import chat_body, counting, read_stream, send, user_message
 
 LONG = "@count 100 @delay 20"
 """Two seconds of streaming: time enough to send the next message while it runs."""

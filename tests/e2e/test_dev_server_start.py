@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from perdure.runtime.temporal_dev import START_ATTEMPTS, DevServerExited, dev_server
-from tests.stack import free_port
+from perdure.testing.stack import free_port
 
 
 @contextmanager

@@ -13,10 +13,10 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities import fiber_sweep
 from perdure.domain.fiber_payloads import FiberInput, FiberKind
 from perdure.domain.names import FIBER_WORKFLOW, fiber_workflow_id
+from perdure.testing.stack import Stack
 from storage.fibers import fiber_kinds, record_fiber
 from tests.e2e.test_fibers import AGENT, ended, event_types
 from tests.e2e.test_reconciler import reconcile_now
-from tests.stack import Stack
 
 
 async def served_kind(stack: Stack, name: str) -> FiberKind:

@@ -11,9 +11,9 @@ import httpx
 
 from gateway.app import create_app
 from perdure.runtime.settings import ApiKeys
-from tests.e2e.chat_client import send
+from perdure.testing.chat_client import send
+from perdure.testing.stack import Stack
 from tests.fiber_agents import completed_fibers
-from tests.stack import Stack
 
 AGENT = "fibers"
 ENDED = ("completed", "cancelled", "error")

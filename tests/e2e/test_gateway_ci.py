@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import tests.databases
+from perdure.testing.stack import free_port
 from tests.databases import database_url, skip_or_fail
 from tests.e2e import test_ai_sdk_client
-from tests.stack import free_port
 
 REPO = Path(__file__).parents[2]
 UNREACHABLE = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"

@@ -12,7 +12,7 @@ from fastapi.responses import StreamingResponse
 
 from gateway.app import create_app
 from gateway.routes import sessions
-from tests.stack import Stack
+from perdure.testing.stack import Stack
 
 GENERATED = re.compile(r"^[0-9a-f]{32}$")
 

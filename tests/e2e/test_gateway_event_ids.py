@@ -6,7 +6,7 @@ import uuid
 
 import httpx
 
-from tests.e2e.chat_client import counting, read_stream, send
+from perdure.testing.chat_client import counting, read_stream, send
 
 
 async def test_a_last_event_id_from_an_earlier_turn_resumes_the_newer_turn_from_its_start(

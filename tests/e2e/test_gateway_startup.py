@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import PERDURE
+from perdure.testing.processes import PERDURE
 
 SECRET = "sk-live-1b2c3d"
 REPO = Path(__file__).parents[2]

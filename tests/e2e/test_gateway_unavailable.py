@@ -20,12 +20,13 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from gateway.app import create_app
 from perdure.runtime.temporal_dev import dev_server
+from perdure.testing.chat_client import chat_body, counting, key_of, read_stream, send, user_message
+from perdure.testing.stack import Stack, free_port, running_stack
 from storage.db import Database
 from storage.schedules import get_schedule
 from storage.tables import Message, Submission
 from tests.databases import database_url
-from tests.e2e.chat_client import chat_body, counting, key_of, read_stream, send, user_message
-from tests.stack import Stack, free_port, running_stack
+from tests.served import STACK_AGENTS
 
 QUICK_503_SECONDS = 2.0
 """An unreachable Temporal fails the gateway's health probe at 0.25 s (the deadline for a live server is 15 s; the
@@ -69,7 +70,9 @@ async def stack_on_own_temporal(
     try:
         client = await Client.connect(temporal.address, data_converter=pydantic_data_converter)
         with database_url(backend, directory) as url:
-            async with running_stack(client=client, database_url=url, data_dir=directory) as stack:
+            async with running_stack(
+                client=client, database_url=url, data_dir=directory, agents=STACK_AGENTS
+            ) as stack:
                 try:
                     yield stack, temporal
                 finally:

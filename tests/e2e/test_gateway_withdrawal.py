@@ -8,13 +8,13 @@ import httpx
 from sqlmodel import select
 
 from perdure.domain.ui import UIMessage
+from perdure.testing.chat_client import key_of, send
+from perdure.testing.stack import Stack
 from storage.db import Database
 from storage.sessions import delete_session
 from storage.submissions import SubmitOutcome, submit, withdraw_submission
 from storage.tables import ChatSession, ChunkRow, Message, Submission
 from storage.timing import now
-from tests.e2e.chat_client import key_of, send
-from tests.stack import Stack
 
 
 def new_session() -> str:

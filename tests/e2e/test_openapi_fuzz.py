@@ -16,8 +16,8 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import APIOperation, Case, GenerationMode
 from schemathesis.checks import not_a_server_error, response_schema_conformance
 
-from tests.e2e.chat_client import chat_body, read_stream, user_message
-from tests.stack import Stack
+from perdure.testing.chat_client import chat_body, read_stream, user_message
+from perdure.testing.stack import Stack
 
 EXAMPLES_PER_OPERATION = 16
 """Per operation and generation mode: a run takes 25-35 s per store (SQLite, PostgreSQL)."""

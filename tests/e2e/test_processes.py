@@ -9,10 +9,10 @@ import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from perdure.testing.chat_client import counting, send
+from perdure.testing.processes import PerdureProcess, wait_healthy
+from perdure.testing.stack import free_port
 from tests.databases import database_url
-from tests.e2e.chat_client import counting, send
-from tests.processes import PerdureProcess, wait_healthy
-from tests.stack import free_port
 
 
 @pytest.fixture

@@ -11,12 +11,12 @@ from perdure.domain.names import RECONCILER_WORKFLOW, reconciler_schedule_id, tu
 from perdure.domain.payloads import ReconcileInput, ReconcileReport
 from perdure.domain.ui import UIMessage
 from perdure.runtime.schedules import RECONCILE_EVERY, ensure_reconciler_schedule
+from perdure.testing.chat_client import counting, key_of, read_stream, send, user_message
+from perdure.testing.stack import Stack
 from storage.stops import record_stop
 from storage.submissions import submit
 from storage.tables import ChatSession
-from tests.e2e.chat_client import counting, key_of, read_stream, send, user_message
 from tests.e2e.test_chat_turn import new_session, wait_for_text, wait_idle
-from tests.stack import Stack
 
 
 async def reconcile_now(stack: Stack) -> ReconcileReport:

@@ -3,7 +3,7 @@
 import pytest
 
 from gateway import sse
-from tests.stack import Stack
+from perdure.testing.stack import Stack
 
 
 async def relay_events(stack: Stack, submission_id: str, *, limit: int) -> list[str]:

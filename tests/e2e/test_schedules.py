@@ -29,13 +29,13 @@ from perdure.agents_registry import AgentRegistry, load_agents
 from perdure.domain.names import SCHEDULED_PROMPT_WORKFLOW, prompt_schedule_id
 from perdure.domain.schedules import FireScheduleInput, FireScheduleResult
 from perdure.runtime.prompt_schedules import declared_rows, sync_declared_schedules
+from perdure.testing.chat_client import send
+from perdure.testing.stack import Stack, running_stack
 from perdure.turn_control.prompt_schedules import CATCHUP_WINDOW
 from storage.schedules import ScheduleConflict
 from storage.tenant_policies import set_policy
 from tests.databases import database_url
-from tests.e2e.chat_client import send
 from tests.schedule_agents import DECLARED, Scheduler
-from tests.stack import Stack, running_stack
 from workflows.scheduled_prompt import ScheduledPromptWorkflow
 
 WAIT_SECONDS = 30.0

@@ -9,8 +9,8 @@ import httpx
 
 from gateway.app import create_app
 from perdure.runtime.settings import ApiKeys
-from tests.e2e.chat_client import chat_body, counting, send, user_message
-from tests.stack import Stack
+from perdure.testing.chat_client import chat_body, counting, send, user_message
+from perdure.testing.stack import Stack
 
 
 async def test_a_new_chat_id_creates_a_session_titled_by_its_first_message(

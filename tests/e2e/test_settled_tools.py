@@ -9,12 +9,12 @@ from activities.tool_call import ToolCallActivity
 from perdure.agents_registry import load_agents
 from perdure.domain.payloads import RunToolInput
 from perdure.domain.ui import UIMessage
+from perdure.testing.chat_client import user_message
 from storage.bus import ChunkBus
 from storage.chunks import LogWriter, append_chunks, load_log
 from storage.db import Database
 from storage.submissions import submit
 from tests import agents
-from tests.e2e.chat_client import user_message
 
 TOOL_ACTIVITY_ID = "2"
 

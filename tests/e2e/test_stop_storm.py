@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from httpx_sse import aconnect_sse
 
-from tests.e2e.chat_client import chat_body, read_stream, send, user_message
+from perdure.testing.chat_client import chat_body, read_stream, send, user_message
 
 SESSIONS = 50
 ENDED = ("completed", "aborted", "error", "skipped")

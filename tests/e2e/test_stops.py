@@ -8,14 +8,14 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from perdure.domain.ui import UIMessage
+from perdure.testing.chat_client import Streamed, chat_body, key_of, send, user_message
+from perdure.testing.stack import Stack
 from storage.db import Database
 from storage.stops import decide_ending, record_stop
 from storage.submissions import get_submission, submit
 from storage.tables import ChatSession
-from tests.e2e.chat_client import Streamed, chat_body, key_of, send, user_message
 from tests.e2e.test_chat_turn import wait_for_text, wait_idle
-from tests.fakeprovider.fixtures import FakeProvider
-from tests.stack import Stack
+from tests.fakeprovider_fixtures import FakeProvider
 
 
 def new_session() -> str:

@@ -16,6 +16,8 @@ import storage.schedule_tables  # noqa: F401
 from perdure.domain.names import RECONCILER_WORKFLOW, turn_workflow_id
 from perdure.domain.payloads import ReconcileInput, ReconcileReport
 from perdure.domain.storage_hygiene import ROW_MAX_BYTES
+from perdure.testing.chat_client import counting, key_of, read_stream, send
+from perdure.testing.stack import Stack
 from storage.chunks import LogWriter, insert_chunks
 from storage.compactions import save_compaction, session_compactions
 from storage.db import Database
@@ -23,9 +25,7 @@ from storage.hygiene import prune_closed_logs, trim_messages
 from storage.messages import active_path
 from storage.tables import ChatSession, ChunkLog, ChunkRow, Message, Submission
 from storage.timing import now
-from tests.e2e.chat_client import counting, key_of, read_stream, send
 from tests.e2e.message_trees import chain, tree
-from tests.stack import Stack
 
 EIGHT_DAYS = 8 * 24 * 3600.0
 WRITER = LogWriter(key="test", attempt=1)

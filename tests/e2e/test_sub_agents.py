@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 
 from perdure.domain.names import turn_workflow_id
-from tests.e2e.chat_client import Streamed, counting, read_stream, send
-from tests.stack import Stack
+from perdure.testing.chat_client import Streamed, counting, read_stream, send
+from perdure.testing.stack import Stack
 
 AGENT = "manager"
 

@@ -7,11 +7,11 @@ import uuid
 import pytest
 
 from perdure.domain.ui import UIMessage
+from perdure.testing.chat_client import key_of
 from storage.chunks import LogWriter, load_log
 from storage.db import Database
 from storage.submissions import apply_recovery_plan, get_submission, queued_after, submit
 from storage.tables import Submission
-from tests.e2e.chat_client import key_of
 
 
 def message(text: str) -> UIMessage:

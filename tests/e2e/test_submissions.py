@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.chat_client import counting, read_stream, user_message
-from tests.fakeprovider.server import FakeProvider
+from perdure.testing.chat_client import counting, read_stream, user_message
+from perdure.testing.fakeprovider.server import FakeProvider
 
 
 def new_session() -> str:

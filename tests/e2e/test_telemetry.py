@@ -28,13 +28,14 @@ from perdure.runtime.services import connect_temporal
 from perdure.runtime.settings import ApiKeys, Settings
 from perdure.telemetry import queue_depth, tracing
 from perdure.telemetry.json_logs import JsonFormatter
+from perdure.testing.chat_client import read_stream, send
+from perdure.testing.fakeprovider.directives import parse
+from perdure.testing.fakeprovider.script import make_plan
+from perdure.testing.fakeprovider.server import FakeProvider
+from perdure.testing.fakeprovider.transcript import from_chat
+from perdure.testing.stack import Stack, running_stack
 from tests.databases import database_url
-from tests.e2e.chat_client import read_stream, send
-from tests.fakeprovider.directives import parse
-from tests.fakeprovider.script import make_plan
-from tests.fakeprovider.server import FakeProvider
-from tests.fakeprovider.transcript import from_chat
-from tests.stack import Stack, running_stack
+from tests.served import STACK_AGENTS
 
 WAIT_SECONDS = 20.0
 
@@ -60,7 +61,9 @@ async def traced(
         client = await connect_temporal(Settings.model_validate({"TEMPORAL_ADDRESS": address}))
         directory = tmp_path_factory.mktemp("telemetry")
         with database_url("sqlite", directory) as url:
-            async with running_stack(client=client, database_url=url, data_dir=directory) as stack:
+            async with running_stack(
+                client=client, database_url=url, data_dir=directory, agents=STACK_AGENTS
+            ) as stack:
                 yield Traced(stack=stack, spans=spans)
     finally:
         tracing.deactivate()

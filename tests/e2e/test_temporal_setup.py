@@ -18,9 +18,10 @@ from temporalio.testing import WorkflowEnvironment
 from perdure.domain.turn_labels import TURN_ATTRIBUTES
 from perdure.runtime.temporal_dev import temporal_binary
 from perdure.runtime.temporal_setup import TemporalSetupNeeded, require_search_attributes
-from tests.e2e.chat_client import user_message
-from tests.processes import PERDURE
-from tests.stack import running_stack
+from perdure.testing.chat_client import user_message
+from perdure.testing.processes import PERDURE
+from perdure.testing.stack import running_stack
+from tests.served import STACK_AGENTS
 
 REPO = Path(__file__).parents[2]
 NAMES = [key.name for key in TURN_ATTRIBUTES]
@@ -110,6 +111,7 @@ async def test_a_turn_temporal_refuses_for_want_of_them_is_a_clear_503(
             client=bare_temporal.client,
             database_url=f"sqlite:///{tmp_path}/p.db",
             data_dir=tmp_path,
+            agents=STACK_AGENTS,
         ) as stack,
         httpx.AsyncClient(base_url=stack.url, timeout=30) as http,
     ):

@@ -13,10 +13,10 @@ from temporalio.client import Client
 
 from perdure.domain.names import turn_workflow_id
 from perdure.domain.turn_labels import STATUS, first_words
-from tests.e2e.chat_client import read_stream, send
+from perdure.testing.chat_client import read_stream, send
+from perdure.testing.stack import Stack
 from tests.e2e.test_approvals import AGENT as APPROVALS
 from tests.e2e.test_approvals import answer, parked_turn, request_of
-from tests.stack import Stack
 
 # Search attributes and links are Temporal's and the gateway's: the store takes no part.
 pytestmark = pytest.mark.store_agnostic

@@ -18,11 +18,11 @@ import uvicorn
 
 from gateway.app import create_app
 from perdure.runtime.settings import ApiKeys
+from perdure.testing.chat_client import counting, send
+from perdure.testing.fakeprovider.anthropic import THINKING
+from perdure.testing.stack import Stack, free_port
 from tests.approval_agents import tool_runs
-from tests.e2e.chat_client import counting, send
 from tests.e2e.terminal import UP, Terminal, run_perdure
-from tests.fakeprovider.anthropic import THINKING
-from tests.stack import Stack, free_port
 
 # The client speaks only HTTP to the gateway: which store is behind it changes nothing.
 pytestmark = pytest.mark.store_agnostic

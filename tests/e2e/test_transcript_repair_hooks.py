@@ -8,10 +8,10 @@ from perdure.domain.conversation import to_conversation
 from perdure.domain.reducer import reduce_chunks
 from perdure.domain.repair import INTERRUPTED_TOOL_TEXT, unsettled_tool_parts
 from perdure.domain.ui import Chunk, UIMessage
+from perdure.testing.chat_client import user_message
 from storage.db import Database
 from storage.events import list_events
 from storage.submissions import submit
-from tests.e2e.chat_client import user_message
 
 INTERRUPTED: list[Chunk] = [
     {"type": "start", "messageId": "msg_repair"},

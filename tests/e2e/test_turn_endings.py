@@ -10,10 +10,10 @@ import pytest
 from httpx_sse import aconnect_sse
 
 from perdure.domain.ui import TERMINAL_CHUNK_TYPES
+from perdure.testing.chat_client import chat_body, counting, key_of, send, user_message
+from perdure.testing.stack import Stack
 from storage.chunks import load_log
-from tests.e2e.chat_client import chat_body, counting, key_of, send, user_message
 from tests.e2e.test_chat_turn import wait_for_text
-from tests.stack import Stack
 
 PROVIDER_AGENTS = ["default", "responses", "anthropic"]
 

@@ -18,9 +18,10 @@ from temporalio.testing import WorkflowEnvironment
 from perdure.domain.names import turn_workflow_id
 from perdure.domain.turn_labels import TURN_ATTRIBUTES
 from perdure.runtime.temporal_dev import temporal_binary
-from tests.e2e.chat_client import send
-from tests.fakeprovider.server import FakeProvider
-from tests.stack import running_stack
+from perdure.testing.chat_client import send
+from perdure.testing.fakeprovider.server import FakeProvider
+from perdure.testing.stack import running_stack
+from tests.served import STACK_AGENTS
 
 HERE = Path(__file__).parent
 TURNS = {
@@ -42,7 +43,10 @@ async def main(names: set[str]) -> None:
         os.environ.update(fake.env())
         directory = Path(tmp)
         async with running_stack(
-            client=env.client, database_url=f"sqlite:///{directory}/p.db", data_dir=directory
+            client=env.client,
+            database_url=f"sqlite:///{directory}/p.db",
+            data_dir=directory,
+            agents=STACK_AGENTS,
         ) as stack:
             async with httpx.AsyncClient(base_url=stack.url, timeout=60) as http:
                 for name, (text, agent) in TURNS.items():

@@ -3,7 +3,7 @@
 from typing import Any
 
 from bench.compare import Turn, classify
-from tests.e2e.chat_client import counting
+from perdure.testing.chat_client import counting
 
 
 def test_classify_names_what_the_client_ended_with() -> None:

@@ -16,16 +16,16 @@ import pytest
 from openai.types.responses import ResponseCreatedEvent, ResponseStreamEvent
 
 from activities.providers.continuation import CONTINUE_INSTRUCTION
-from tests.fakeprovider.anthropic import THINKING
-from tests.fakeprovider.directives import Fault, ToolDirective, parse
-from tests.fakeprovider.fixtures import count_to, tag
-from tests.fakeprovider.script import (
+from perdure.testing.fakeprovider.anthropic import THINKING
+from perdure.testing.fakeprovider.directives import Fault, ToolDirective, parse
+from perdure.testing.fakeprovider.script import (
     MARKDOWN_SAMPLE,
     continuation,
     repeating_continuation,
     words,
 )
-from tests.fakeprovider.server import FakeProvider
+from perdure.testing.fakeprovider.server import FakeProvider
+from tests.fakeprovider_fixtures import count_to, tag
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -759,7 +759,7 @@ async def test_anthropic_refuses_a_thinking_budget_the_api_refuses(
 def test_the_module_runs_standalone_and_prints_its_url_first() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakeprovider", "--port", "0"],
+        [sys.executable, "-m", "perdure.testing.fakeprovider", "--port", "0"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

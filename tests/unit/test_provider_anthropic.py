@@ -18,8 +18,9 @@ from perdure.domain.provider_events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from tests.fakeprovider.anthropic import THINKING
-from tests.fakeprovider.fixtures import (
+from perdure.testing.fakeprovider.anthropic import THINKING
+from perdure.testing.fakeprovider.server import FakeProvider
+from tests.fakeprovider_fixtures import (
     collect,
     collect_until_error,
     count_to,
@@ -27,7 +28,6 @@ from tests.fakeprovider.fixtures import (
     tag,
     text_of,
 )
-from tests.fakeprovider.server import FakeProvider
 
 pytestmark = pytest.mark.usefixtures("fake_provider_env")
 

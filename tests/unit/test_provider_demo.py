@@ -6,7 +6,7 @@ from activities.providers.base import ModelRequest
 from activities.providers.demo import DemoProvider
 from perdure.domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
 from perdure.domain.provider_events import Finish, ToolCallEnd, ToolCallStart
-from tests.fakeprovider.fixtures import collect, text_of
+from tests.fakeprovider_fixtures import collect, text_of
 
 demo = DemoProvider(delay=0)
 CALCULATE = ToolSpec(

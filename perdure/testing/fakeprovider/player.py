@@ -14,7 +14,7 @@ from typing import Any, Literal
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from tests.fakeprovider.state import FakeState, RecordedRequest
+from perdure.testing.fakeprovider.state import FakeState, RecordedRequest
 
 Outcome = Literal["done", "abort", "stall", "gone"]
 

@@ -13,10 +13,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tests.fakeprovider.anthropic import AnthropicRoutes
-from tests.fakeprovider.openai_chat import ChatRoutes
-from tests.fakeprovider.openai_responses import ResponsesRoutes
-from tests.fakeprovider.state import FakeState, RecordedRequest
+from perdure.testing.fakeprovider.anthropic import AnthropicRoutes
+from perdure.testing.fakeprovider.openai_chat import ChatRoutes
+from perdure.testing.fakeprovider.openai_responses import ResponsesRoutes
+from perdure.testing.fakeprovider.state import FakeState, RecordedRequest
 
 _ABORT_NOTICE = "ASGI callable returned without completing response."
 OBSERVATION_PATH = "/_fake/requests"
@@ -160,7 +160,7 @@ class FakeProvider:
 
     async def observe(self, request: Request) -> JSONResponse:
         """`GET /_fake/requests[?contains=TEXT]`: what this fake recorded, for a test or a
-        benchmark in another process (`python -m tests.fakeprovider`) to read.
+        benchmark in another process (`python -m perdure.testing.fakeprovider`) to read.
 
         TEST-ONLY OBSERVATION ROUTE: no real provider API has it, and it changes nothing the
         fake answers on the real routes (it only reads the request log). It returns the

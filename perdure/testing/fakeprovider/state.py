@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakeprovider.directives import Fault
+from perdure.testing.fakeprovider.directives import Fault
 
 
 @dataclass

@@ -19,13 +19,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakeprovider import rules
-from tests.fakeprovider.directives import Fault, parse
-from tests.fakeprovider.gate import Rejection, screen
-from tests.fakeprovider.player import Frame, FrameStream, StreamFault, schedule, sse
-from tests.fakeprovider.script import Continuing, Plan, make_plan, words
-from tests.fakeprovider.state import FakeState
-from tests.fakeprovider.transcript import Transcript, from_anthropic
+from perdure.testing.fakeprovider import rules
+from perdure.testing.fakeprovider.directives import Fault, parse
+from perdure.testing.fakeprovider.gate import Rejection, screen
+from perdure.testing.fakeprovider.player import Frame, FrameStream, StreamFault, schedule, sse
+from perdure.testing.fakeprovider.script import Continuing, Plan, make_plan, words
+from perdure.testing.fakeprovider.state import FakeState
+from perdure.testing.fakeprovider.transcript import Transcript, from_anthropic
 
 _STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 THINKING = "Let me work out what is asked, then answer it."

@@ -1,4 +1,4 @@
-"""Run the fake provider on its own: `python -m tests.fakeprovider --port 0`.
+"""Run the fake provider on its own: `python -m perdure.testing.fakeprovider --port 0`.
 
 The first line on stdout is `FAKE_PROVIDER_URL=http://127.0.0.1:PORT`; SIGINT/SIGTERM stop it.
 What it recorded can be read from another process with the test-only observation route
@@ -11,11 +11,11 @@ import sys
 import threading
 from types import FrameType
 
-from tests.fakeprovider.server import FakeProvider
+from perdure.testing.fakeprovider.server import FakeProvider
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.fakeprovider")
+    parser = argparse.ArgumentParser(prog="python -m perdure.testing.fakeprovider")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     args = parser.parse_args(argv)

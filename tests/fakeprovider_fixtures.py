@@ -1,7 +1,7 @@
 """Pytest fixtures and helpers for tests that talk to the fake provider.
 
 Import the fixtures from a conftest:
-`from tests.fakeprovider.fixtures import fake_provider, fake_provider_env  # noqa: F401`
+`from tests.fakeprovider_fixtures import fake_provider, fake_provider_env  # noqa: F401`
 """
 
 import uuid
@@ -11,7 +11,7 @@ import pytest
 
 from activities.providers.base import ModelRequest, Provider, ProviderError
 from perdure.domain.provider_events import ProviderEvent, TextDelta
-from tests.fakeprovider.server import FakeProvider
+from perdure.testing.fakeprovider.server import FakeProvider
 
 
 @pytest.fixture(scope="session")

@@ -3,9 +3,9 @@
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tests.fakeprovider.directives import Directives, Fault
-from tests.fakeprovider.state import FakeState
-from tests.fakeprovider.transcript import Transcript
+from perdure.testing.fakeprovider.directives import Directives, Fault
+from perdure.testing.fakeprovider.state import FakeState
+from perdure.testing.fakeprovider.transcript import Transcript
 
 PREFILL_REJECTED = "Prefilling assistant messages is not supported for this model."
 """`@reject_prefill`: Anthropic's answer for models without prefill (Claude Opus 4.6, as quoted

@@ -43,7 +43,7 @@ async def running_stack(
     database_url: str,
     data_dir: Path,
     model: str = "openai:gpt-fake",
-    agents: str = "tests.agents,tests.approval_agents,tests.delegating_agents,tests.hygiene_agents",
+    agents: str,
 ) -> AsyncIterator[Stack]:
     port = free_port()
     settings = Settings.model_validate(

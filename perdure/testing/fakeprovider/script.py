@@ -7,8 +7,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Literal
 
-from tests.fakeprovider.directives import Directives, ToolDirective
-from tests.fakeprovider.transcript import ToolResult, Transcript
+from perdure.testing.fakeprovider.directives import Directives, ToolDirective
+from perdure.testing.fakeprovider.transcript import ToolResult, Transcript
 
 Finish = Literal["stop", "length", "tool_calls"]
 

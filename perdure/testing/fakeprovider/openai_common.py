@@ -2,9 +2,9 @@
 
 from starlette.responses import JSONResponse
 
-from tests.fakeprovider.directives import Fault
-from tests.fakeprovider.gate import Rejection
-from tests.fakeprovider.player import StreamFault
+from perdure.testing.fakeprovider.directives import Fault
+from perdure.testing.fakeprovider.gate import Rejection
+from perdure.testing.fakeprovider.player import StreamFault
 
 
 def _type_and_code(status: int) -> tuple[str, str | None]:

@@ -18,11 +18,10 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from perdure.runtime.temporal_dev import dev_server
-from tests.e2e.chat_client import chat_body, counting, user_message
-from tests.processes import PerdureProcess, wait_healthy
-from tests.stack import free_port
+from perdure.testing.chat_client import chat_body, counting, user_message
+from perdure.testing.processes import PerdureProcess, wait_healthy
+from perdure.testing.stack import free_port
 
-REPO = Path(__file__).parents[1]
 PARTITIONS = 4
 """Partitions of a task queue (the server's `matching.numTaskqueueReadPartitions`)."""
 
@@ -34,8 +33,15 @@ class ProviderEnv(Protocol):
     def env(self, api_key: str = "fake-key") -> dict[str, str]: ...
 
 
+class Served(Protocol):
+    """What the cluster's workers serve: `agents` (PERDURE_AGENTS), importable from `root`."""
+
+    agents: str
+    root: Path
+
+
 class Cluster:
-    def __init__(self, workdir: Path, fake: ProviderEnv, database_url: str) -> None:
+    def __init__(self, workdir: Path, fake: ProviderEnv, database_url: str, served: Served) -> None:
         self.workdir = workdir
         self.temporal_address = f"127.0.0.1:{free_port()}"
         self.temporal_db = workdir / "temporal.db"
@@ -44,8 +50,8 @@ class Cluster:
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self.env = {
             **fake.env(),
-            "PYTHONPATH": str(REPO),
-            "PERDURE_AGENTS": "tests.agents,tests.approval_agents,tests.delegating_agents",
+            "PYTHONPATH": str(served.root),
+            "PERDURE_AGENTS": served.agents,
             "PERDURE_MODEL": "openai:gpt-fake",
             "PERDURE_DATABASE_URL": database_url,
             "PERDURE_DATA_DIR": str(workdir),
@@ -145,9 +151,9 @@ class Cluster:
 
 @contextlib.asynccontextmanager
 async def running_cluster(
-    workdir: Path, fake: ProviderEnv, database_url: str
+    workdir: Path, fake: ProviderEnv, database_url: str, served: Served
 ) -> AsyncIterator[Cluster]:
-    cluster = Cluster(workdir, fake, database_url)
+    cluster = Cluster(workdir, fake, database_url, served)
     try:
         yield cluster
     finally:

@@ -11,7 +11,7 @@ from typing import Any
 from openai.types.chat import completion_create_params
 from openai.types.responses import response_create_params
 
-from tests.fakeprovider.gate import Rejection
+from perdure.testing.fakeprovider.gate import Rejection
 
 # -- OpenAI -------------------------------------------------------------------------------------
 

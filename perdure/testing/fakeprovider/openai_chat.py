@@ -25,14 +25,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakeprovider import rules
-from tests.fakeprovider.directives import Fault, parse
-from tests.fakeprovider.gate import Rejection, screen
-from tests.fakeprovider.openai_common import openai_error, openai_stream_fault
-from tests.fakeprovider.player import Frame, FrameStream, schedule, sse
-from tests.fakeprovider.script import Continuing, Plan, make_plan
-from tests.fakeprovider.state import FakeState
-from tests.fakeprovider.transcript import Transcript, from_chat
+from perdure.testing.fakeprovider import rules
+from perdure.testing.fakeprovider.directives import Fault, parse
+from perdure.testing.fakeprovider.gate import Rejection, screen
+from perdure.testing.fakeprovider.openai_common import openai_error, openai_stream_fault
+from perdure.testing.fakeprovider.player import Frame, FrameStream, schedule, sse
+from perdure.testing.fakeprovider.script import Continuing, Plan, make_plan
+from perdure.testing.fakeprovider.state import FakeState
+from perdure.testing.fakeprovider.transcript import Transcript, from_chat
 
 Flavour = Literal["openai", "vllm", "deepseek"]
 _PATHS: dict[Flavour, str] = {
