@@ -31,12 +31,12 @@ from activities.watched_stream import ProviderStalled, StreamTarget, stream_into
 from perdure.agent import Agent, TurnContext
 from perdure.agents_registry import AgentRegistry, UnknownAgent
 from perdure.domain.compaction import Overlaid, estimate_tokens
-from perdure.domain.continuation import StepState, step_state
 from perdure.domain.names import MODEL_STEP_ACTIVITY
 from perdure.domain.payloads import ModelStepInput, ModelStepResult
 from perdure.domain.recovery_boot import dropped_step_chunks
 from perdure.domain.reducer import Reduction, reduce_chunks
 from perdure.domain.step_chunks import StepChunker
+from perdure.domain.step_state import StepState, step_state
 from perdure.domain.turn_chunks import (
     REGENERATE_NOTICE,
     close_open_text,
@@ -54,7 +54,7 @@ from storage.log_appender import BufferedLog, LogAppender
 from storage.step_inputs import StepInputs, read_step_inputs
 from storage.submissions import save_stash
 from storage.tables import Submission
-from storage.tenant_policies import agent_admission
+from storage.tenant_policies import agent_limits
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class ModelStepActivity:
         try:
             return self._agents.resolve(name)
         except UnknownAgent:
-            usable = (await agent_admission(self._db, tenant_id)).usable(self._agents.names())
+            usable = (await agent_limits(self._db, tenant_id)).usable(self._agents.names())
             raise ApplicationError(
                 f"unknown agent {name!r}; this worker serves: "
                 f"{', '.join(usable) or 'none this tenant may use'}",

@@ -1,5 +1,5 @@
 """The reconcile activity: repair submissions and fibers that no workflow is serving
-(DESIGN §3), and prune closed chunk logs past the retention period."""
+(docs/architecture.md, "The reconciler"), and prune closed chunk logs past the retention period."""
 
 import logging
 from datetime import timedelta

@@ -30,7 +30,7 @@ from storage.db import Database
 from storage.errors import AgentNotAllowed
 from storage.schedules import get_schedule, record_occurrence
 from storage.submissions import SubmissionOptions
-from storage.tenant_policies import agent_admission
+from storage.tenant_policies import agent_limits
 
 log = logging.getLogger("perdure.schedules")
 
@@ -75,7 +75,7 @@ class ScheduledPromptActivity:
                     # The session agent's concurrency strategy applies, as to any message.
                     options=SubmissionOptions(
                         task_queue=self._task_queue,
-                        admission=await agent_admission(self._db, schedule.tenant_id),
+                        limits=await agent_limits(self._db, schedule.tenant_id),
                     ),
                 )
             )

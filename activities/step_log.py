@@ -1,8 +1,8 @@
 """The answer's log as one model step sees it: the chunks read, the chunks the step adds
 (written through its writer as they are added), and their reduction, kept up to date."""
 
-from perdure.domain.continuation import StepState, step_state
 from perdure.domain.reducer import Reducer, Reduction
+from perdure.domain.step_state import StepState, step_state
 from perdure.domain.ui import Chunk
 from storage.log_appender import BufferedLog
 

@@ -12,8 +12,8 @@ from typing import Any
 from activities.providers import ModelRequest, ResumeToken
 from perdure.agent import Agent
 from perdure.domain.compaction import Overlaid, with_summary
-from perdure.domain.continuation import StepState
 from perdure.domain.conversation import to_conversation
+from perdure.domain.step_state import StepState
 from perdure.domain.ui import UIMessage
 from perdure.tools import ClientTool, ToolDefinition
 

@@ -10,7 +10,7 @@ from gateway.request_id import REQUEST_ID_HEADER
 from perdure.runtime.services import Services
 from perdure.runtime.settings import Settings
 from storage.errors import AgentNotAllowed, RateLimited
-from storage.tenant_policies import Admission, admission_for
+from storage.tenant_policies import TenantLimits, limits_for
 
 CORS_REQUEST_HEADERS = [
     "Authorization",
@@ -29,10 +29,10 @@ CORS_EXPOSED_HEADERS = [
 CORS_MAX_AGE_SECONDS = 600
 
 
-async def admission(services: Services, tenant: str, agent: str | None = None) -> Admission:
+async def tenant_limits(services: Services, tenant: str, agent: str | None = None) -> TenantLimits:
     """The tenant's policy, read now; an agent the request names is refused at once (the agent
     a submission runs, its session's, is checked again when it is recorded)."""
-    checked = await admission_for(services.db, tenant, services.settings.rate_limit)
+    checked = await limits_for(services.db, tenant, services.settings.rate_limit)
     if agent is not None:
         checked.check_agent(agent)
     return checked

@@ -1,4 +1,4 @@
-"""Durable fibers: long work that is not a chat turn (seed 004), on Temporal.
+"""Durable fibers: long work that is not a chat turn (docs/fibers.md), on Temporal.
 
 Declare one on an agent with `@fiber`; start it with `start_fiber()` (or `POST /v1/fibers`).
 Each fiber runs as a `FiberWorkflow` whose one activity calls the agent's method. The method

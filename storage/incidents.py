@@ -1,4 +1,4 @@
-"""Recovery incidents, one per submission (DESIGN §5)."""
+"""Recovery incidents, one per submission (docs/recovery.md)."""
 
 from perdure.domain.recovery import Incident
 from storage.db import Database

@@ -1,4 +1,4 @@
-"""The submissions ledger: idempotent intake and per-session FIFO admission (DESIGN §3)."""
+"""The submissions ledger: idempotent intake and per-session FIFO admission (docs/architecture.md)."""
 
 import json
 import uuid
@@ -20,7 +20,7 @@ from storage.db import Database
 from storage.errors import MessageConflict, SubmissionConflict
 from storage.session_keys import session_key
 from storage.tables import ChatSession, ChunkLog, ChunkRow, Message, Submission
-from storage.tenant_policies import Admission
+from storage.tenant_policies import TenantLimits
 from storage.timing import now
 from storage.tool_waits import cancel_pending
 
@@ -61,7 +61,7 @@ class SubmissionOptions:
     """`message` edits this stored user message: it is applied as its sibling."""
     continue_last: bool = False
     """Go on from the active path's last message, an assistant's (`message` is ignored)."""
-    admission: Admission | None = None
+    limits: TenantLimits | None = None
     """A gateway request's: the tenant's allowed agents and rate limit, checked before a new
     submission is recorded (a repeat that returns an existing one is not checked again)."""
 
@@ -338,8 +338,8 @@ async def _submit_once(
                         f"message {each.id!r} already exists in session {chat_id!r}; send "
                         "a new message id, or repeat the original request to attach to its turn"
                     )
-        if options.admission is not None:
-            await options.admission.admit(session, agent=chat.agent, at=at)
+        if options.limits is not None:
+            await options.limits.check(session, agent=chat.agent, at=at)
         submission = Submission(
             id=options.submission_id or new_submission_id(),
             session_id=chat.id,

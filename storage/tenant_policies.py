@@ -1,5 +1,6 @@
 """Tenant policies: which agents a tenant may use and its own rate limit (`perdure tenants`),
-and the check of a new submission against them (`Admission`, run in its transaction)."""
+and the check of a new submission against them (`TenantLimits`, run in its transaction;
+not to be confused with a session admitting a queued submission to run)."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ KEEP = object()
 
 
 @dataclass(frozen=True)
-class Admission:
+class TenantLimits:
     """What a new submission of a tenant must pass, checked in the transaction that records it
     (storage/submissions.py), so a refusal leaves nothing written."""
 
@@ -39,7 +40,7 @@ class Admission:
         if self.allowed_agents is not None and agent not in self.allowed_agents:
             raise AgentNotAllowed(f"agent {agent!r} is not allowed for this tenant")
 
-    async def admit(self, session: AsyncSession, *, agent: str, at: float) -> None:
+    async def check(self, session: AsyncSession, *, agent: str, at: float) -> None:
         """The agent first: a refused agent costs no token."""
         self.check_agent(agent)
         if self.rate is not None:
@@ -57,19 +58,19 @@ async def get_policy(db: Database, tenant_id: str) -> TenantPolicyRow | None:
     return await db.read_sync(lambda session: session.get(TenantPolicyRow, tenant_id))
 
 
-async def admission_for(db: Database, tenant_id: str, default_rate: Rate | None) -> Admission:
+async def limits_for(db: Database, tenant_id: str, default_rate: Rate | None) -> TenantLimits:
     """One read by primary key, on every submission: a policy change holds at once."""
     row = await get_policy(db, tenant_id)
-    return Admission(
+    return TenantLimits(
         tenant_id=tenant_id, allowed_agents=_allowed_agents(row), rate=rate_of(row, default_rate)
     )
 
 
-async def agent_admission(db: Database, tenant_id: str) -> Admission:
+async def agent_limits(db: Database, tenant_id: str) -> TenantLimits:
     """The tenant's allowed agents only: for a submission that is no request (a scheduled
     prompt's occurrence), which no rate limit counts."""
     row = await get_policy(db, tenant_id)
-    return Admission(tenant_id=tenant_id, allowed_agents=_allowed_agents(row))
+    return TenantLimits(tenant_id=tenant_id, allowed_agents=_allowed_agents(row))
 
 
 def _allowed_agents(row: TenantPolicyRow | None) -> frozenset[str] | None:

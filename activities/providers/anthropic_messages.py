@@ -12,7 +12,8 @@ continuation is dropped.
 `ReasoningDelta`s. Prefill is not available with it ("Prefilling is only available for
 non-extended thinking modes", same page; the API answers 400 "Expected `thinking` or
 `redacted_thinking`, but found `text`…"), so with thinking on the partial is continued by
-**instruction** instead (`activities/providers/continuation.py`): best effort, overlap trimmed.
+**instruction** instead (`activities/providers/continuation_modes.py`): best effort, overlap
+trimmed.
 
 With thinking on, the API also requires the assistant message before a tool result to start
 with its signed thinking block, passed back unmodified
@@ -53,7 +54,7 @@ from anthropic.types import (
 from activities.providers.base import ModelRequest, ProviderError
 from activities.providers.clients import anthropic_client
 from activities.providers.common import FinishReason, parse_arguments, translate_errors
-from activities.providers.continuation import CONTINUE_INSTRUCTION, INSTRUCTION, Continuation
+from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, INSTRUCTION, Continuation
 from perdure.domain.conversation import AssistantItem, ToolResultItem, UserItem
 from perdure.domain.overlap import OverlapTrimmer
 from perdure.domain.provider_events import (

@@ -5,7 +5,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from activities.providers.continuation import Continuation
+from activities.providers.continuation_modes import Continuation
 from perdure.domain.conversation import ConversationItem, ToolSpec
 from perdure.domain.provider_events import ProviderEvent
 

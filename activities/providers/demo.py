@@ -14,7 +14,7 @@ from typing import Any
 
 from activities.providers.base import ModelRequest
 from activities.providers.common import dump_arguments
-from activities.providers.continuation import Continuation
+from activities.providers.continuation_modes import Continuation
 from perdure.domain.conversation import ToolResultItem, UserItem
 from perdure.domain.provider_events import (
     Finish,

@@ -45,7 +45,7 @@ from activities.providers.common import (
     parse_arguments,
     translate_errors,
 )
-from activities.providers.continuation import CONTINUE_INSTRUCTION, INSTRUCTION, Continuation
+from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, INSTRUCTION, Continuation
 from activities.providers.sse import event_data
 from perdure.domain.conversation import AssistantItem, UserItem
 from perdure.domain.overlap import OverlapTrimmer

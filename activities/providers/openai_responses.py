@@ -50,7 +50,7 @@ from activities.providers.common import (
     parse_arguments,
     translate_errors,
 )
-from activities.providers.continuation import (
+from activities.providers.continuation_modes import (
     CONTINUE_INSTRUCTION,
     INSTRUCTION,
     RESUME,

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response
 
-from gateway.access import admission
+from gateway.access import tenant_limits
 from gateway.body_limits import body_limit, history_bytes
-from gateway.continuation import answers_in, continuation_cursor
+from gateway.client_answers import answers_in, continuation_cursor
 from gateway.deps import LifecycleDep, OwnedSessionDep, ServicesDep, TenantDep
 from gateway.errors import ApiError
 from gateway.intake import check_encoding, checked_user_message
@@ -112,7 +112,7 @@ async def send_message(
     message = _checked_message(chat, services.settings.max_message_bytes)
     if message.role == "assistant":
         return await _continue(services, tenant, chat, message)
-    checked = await admission(services, tenant, chat.agent)
+    checked = await tenant_limits(services, tenant, chat.agent)
     edit_of = await _edited(services, tenant, chat, message)
     if edit_of is not None:
         # The edit is stored beside the message it edits, under an id of its own.
@@ -131,7 +131,7 @@ async def send_message(
                 task_queue=services.settings.task_queue,
                 regenerate=chat.trigger == "regenerate-message",
                 edit_of=edit_of,
-                admission=checked,
+                limits=checked,
             ),
         )
     )
@@ -168,7 +168,7 @@ def _default_key(chat: ChatRequest, message: UIMessage) -> str:
 async def _continue(
     services: Services, tenant: str, chat: ChatRequest, message: UIMessage
 ) -> Response:
-    """The AI SDK's continuation after approvals or client tool outputs (gateway/continuation)."""
+    """The AI SDK's continuation after approvals or client tool outputs (gateway/client_answers)."""
     if chat.messageId is not None and chat.messageId != message.id:
         raise ApiError(
             422, "invalid_request", "messageId must be the id of the assistant message sent"

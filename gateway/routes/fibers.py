@@ -13,7 +13,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 from pydantic_core import to_json
 
-from gateway.access import admission
+from gateway.access import tenant_limits
 from gateway.body_limits import body_limit
 from gateway.deps import ServicesDep, TenantDep
 from gateway.errors import ApiError
@@ -202,7 +202,7 @@ async def start(
         kind = resolve_fiber_kind(kinds, name=body.name, agent=body.agent)
     except UnknownFiber as error:
         raise ApiError(422, "unknown_fiber", str(error)) from None
-    await admission(services, tenant, kind.agent)  # its agent's code runs for the tenant (403)
+    await tenant_limits(services, tenant, kind.agent)  # its agent's code runs for the tenant (403)
     client = services.client
 
     async def guarded(call: Any) -> None:

@@ -18,7 +18,7 @@ from pydantic.alias_generators import to_camel
 from temporalio.client import ScheduleActionExecutionStartWorkflow, ScheduleDescription
 from temporalio.service import RPCError, RPCStatusCode
 
-from gateway.access import admission
+from gateway.access import tenant_limits
 from gateway.body_limits import body_limit
 from gateway.deps import ServicesDep, TenantDep
 from gateway.errors import ApiError, InvalidField, invalid_request
@@ -56,7 +56,7 @@ from storage.schedules import (
     served_agents,
     set_paused,
 )
-from storage.tenant_policies import Admission
+from storage.tenant_policies import TenantLimits
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 BODY_LIMIT_BYTES = 4 * MAX_PROMPT_CHARS + 4096
@@ -317,7 +317,7 @@ def _refuse_declared(row: PromptScheduleRow, instead: str) -> None:
         )
 
 
-async def _checked_agent(services: Services, agent: str, admitted: Admission) -> None:
+async def _checked_agent(services: Services, agent: str, admitted: TenantLimits) -> None:
     """The gateway never imports agent code: the workers record what they serve. The refusal
     names only agents the tenant may use."""
     served = await served_agents(services.db, task_queue=services.settings.task_queue)
@@ -359,7 +359,7 @@ async def create(body: ScheduleCreate, services: ServicesDep, tenant: TenantDep)
     queued like any chat message and submitted once per occurrence (`schedule:{id}:{time}`).
     A schedule id already taken is a 409; an agent no worker serves a 422."""
     agent = body.agent or services.settings.default_agent
-    admitted = await admission(services, tenant, agent)  # else 403
+    admitted = await tenant_limits(services, tenant, agent)  # else 403
     await _checked_agent(services, agent, admitted)
     row = new_row(
         tenant_id=tenant,
@@ -457,7 +457,7 @@ async def change(
     except InvalidField as error:
         raise invalid_request(error) from None
     if after.agent != before.agent:
-        admitted = await admission(services, tenant, after.agent)  # else 403
+        admitted = await tenant_limits(services, tenant, after.agent)  # else 403
         await _checked_agent(services, after.agent, admitted)
     changed = await define_schedule(
         services.db, tenant_id=tenant, schedule_id=row.id, definition=after

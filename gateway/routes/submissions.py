@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Response
 
-from gateway.access import admission
+from gateway.access import tenant_limits
 from gateway.body_limits import body_limit, history_bytes
 from gateway.deps import LifecycleDep, OwnedSessionDep, ServicesDep, SessionIdPath, TenantDep
 from gateway.errors import ApiError
@@ -101,7 +101,7 @@ async def create(
                 debounce_ms=body.debounceMs,
                 task_queue=services.settings.task_queue,
                 continue_last=body.continueLastTurn,
-                admission=await admission(services, tenant, body.agent),
+                limits=await tenant_limits(services, tenant, body.agent),
             ),
         )
     )

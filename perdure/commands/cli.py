@@ -24,7 +24,7 @@ from perdure.commands.configuration import configured
 from perdure.commands.temporal_setup import temporal_setup
 from perdure.runtime.loop_lag import watching_loop_lag
 from perdure.runtime.prompt_schedules import sync_declared_schedules
-from perdure.runtime.schedules import ensure_reconciler_schedule
+from perdure.runtime.reconciler_schedule import ensure_reconciler_schedule
 from perdure.runtime.services import Services, open_services
 from perdure.runtime.settings import Settings
 from perdure.runtime.temporal_connection import TemporalConnectionConfigError

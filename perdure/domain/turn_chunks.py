@@ -1,10 +1,10 @@
 """The chunks that open, close and annotate a turn's log (pure)."""
 
-from perdure.domain.continuation import StepState
 from perdure.domain.payloads import FinishTurnInput
 from perdure.domain.recovery import RECOVERY_NOTICE
 from perdure.domain.reducer import reduce_chunks
 from perdure.domain.repair import default_repair, is_tool_part, repair_chunks, unsettled_tool_parts
+from perdure.domain.step_state import StepState
 from perdure.domain.ui import Chunk
 
 REGENERATE_NOTICE: Chunk = {

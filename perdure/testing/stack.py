@@ -15,7 +15,7 @@ from temporalio.client import Client
 from gateway.app import create_app
 from perdure.agents_registry import load_agents
 from perdure.runtime.prompt_schedules import sync_declared_schedules
-from perdure.runtime.schedules import ensure_reconciler_schedule
+from perdure.runtime.reconciler_schedule import ensure_reconciler_schedule
 from perdure.runtime.services import Services, open_services
 from perdure.runtime.settings import Settings
 from perdure.runtime.worker import build_worker

@@ -1,4 +1,4 @@
-"""One log writer per process (DESIGN §4): the appender commits the pending chunks of every
+"""One log writer per process (docs/architecture.md): the appender commits the pending chunks of every
 chat in one transaction per flush, and keeps each log's guarantees (attempt fencing, dense
 seqs, the provider cursor moved with its chunks, wake-ups only after the commit)."""
 

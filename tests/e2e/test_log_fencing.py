@@ -1,4 +1,4 @@
-"""Attempt fencing in the store (DESIGN §4): once attempt n+1 of a writer has claimed an
+"""Attempt fencing in the store (docs/architecture.md, "Attempt fencing"): once attempt n+1 of a writer has claimed an
 answer's log, attempt n adds nothing; nothing is appended after the terminal chunk."""
 
 import asyncio

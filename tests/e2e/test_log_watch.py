@@ -1,4 +1,4 @@
-"""One reader per process (DESIGN §4): the `LogWatcher` reads every followed log in one query
+"""One reader per process (docs/architecture.md): the `LogWatcher` reads every followed log in one query
 and hands each stream its own rows; streams never read the log while they wait."""
 
 import asyncio

@@ -10,7 +10,7 @@ from temporalio.client import ScheduleIntervalSpec, ScheduleUpdate, ScheduleUpda
 from perdure.domain.names import RECONCILER_WORKFLOW, reconciler_schedule_id, turn_workflow_id
 from perdure.domain.payloads import ReconcileInput, ReconcileReport
 from perdure.domain.ui import UIMessage
-from perdure.runtime.schedules import RECONCILE_EVERY, ensure_reconciler_schedule
+from perdure.runtime.reconciler_schedule import RECONCILE_EVERY, ensure_reconciler_schedule
 from perdure.testing.chat_client import counting, key_of, read_stream, send, user_message
 from perdure.testing.stack import Stack
 from storage.stops import record_stop

@@ -1,6 +1,5 @@
 """Stored UI messages become the neutral conversation providers are sent."""
 
-from perdure.domain.continuation import step_state
 from perdure.domain.conversation import (
     AssistantItem,
     ToolCall,
@@ -9,6 +8,7 @@ from perdure.domain.conversation import (
     to_conversation,
 )
 from perdure.domain.reducer import reduce_chunks
+from perdure.domain.step_state import step_state
 from perdure.domain.ui import UIMessage
 
 

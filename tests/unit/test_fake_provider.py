@@ -15,7 +15,7 @@ import openai
 import pytest
 from openai.types.responses import ResponseCreatedEvent, ResponseStreamEvent
 
-from activities.providers.continuation import CONTINUE_INSTRUCTION
+from activities.providers.continuation_modes import CONTINUE_INSTRUCTION
 from perdure.testing.fakeprovider.anthropic import THINKING
 from perdure.testing.fakeprovider.directives import Fault, ToolDirective, parse
 from perdure.testing.fakeprovider.script import (

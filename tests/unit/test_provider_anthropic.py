@@ -8,7 +8,7 @@ from activities.providers.anthropic_messages import (
     anthropic_messages,
 )
 from activities.providers.base import ModelRequest, ProviderError
-from activities.providers.continuation import CONTINUE_INSTRUCTION, INSTRUCTION
+from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, INSTRUCTION
 from perdure.domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
 from perdure.domain.provider_events import (
     Finish,

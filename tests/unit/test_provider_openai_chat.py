@@ -3,7 +3,7 @@
 import pytest
 
 from activities.providers.base import ModelRequest, ProviderError
-from activities.providers.continuation import CONTINUE_INSTRUCTION, Continuation
+from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, Continuation
 from activities.providers.openai_chat import OpenAIChatProvider, ToolCallAccumulator, chat_messages
 from perdure.domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
 from perdure.domain.provider_events import (

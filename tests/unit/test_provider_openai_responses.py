@@ -7,7 +7,7 @@ from openai.types.responses import ResponseCreatedEvent
 
 from activities.providers.base import ModelRequest, ProviderError, ResumeToken
 from activities.providers.clients import openai_client
-from activities.providers.continuation import CONTINUE_INSTRUCTION, INSTRUCTION, RESUME
+from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, INSTRUCTION, RESUME
 from activities.providers.openai_responses import OpenAIResponsesProvider, response_input
 from perdure.domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
 from perdure.domain.provider_events import (

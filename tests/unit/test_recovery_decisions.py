@@ -4,7 +4,6 @@ from datetime import timedelta
 
 import pytest
 
-from perdure.domain.continuation import step_state
 from perdure.domain.policy import RecoveryPolicy
 from perdure.domain.recovery import (
     Incident,
@@ -14,6 +13,7 @@ from perdure.domain.recovery import (
     recovery_kind,
 )
 from perdure.domain.reducer import reduce_chunks
+from perdure.domain.step_state import step_state
 
 POLICY = RecoveryPolicy(max_attempts=3, no_progress_timeout=timedelta(seconds=60))
 

@@ -9,7 +9,7 @@ from the last user message that is not the instruction.
 from dataclasses import dataclass, field
 from typing import Any
 
-from activities.providers.continuation import CONTINUE_INSTRUCTION
+from activities.providers.continuation_modes import CONTINUE_INSTRUCTION
 
 
 @dataclass(frozen=True)
