@@ -12,7 +12,8 @@ from perdure.domain.ui import UIMessage
 
 @dataclass(frozen=True)
 class ChatRecoveryContext:
-    """Handed to `Agent.on_chat_recovery` before each recovery attempt (docs/recovery.md lists its fields)."""
+    """Handed to `Agent.on_chat_recovery` before each recovery attempt (docs/recovery.md
+    lists its fields)."""
 
     incident_id: str
     attempt: int

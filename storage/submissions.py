@@ -1,4 +1,5 @@
-"""The submissions ledger: idempotent intake and per-session FIFO admission (docs/architecture.md)."""
+"""The submissions ledger: idempotent intake and per-session FIFO admission
+(docs/architecture.md)."""
 
 import json
 import uuid

@@ -1,4 +1,5 @@
-"""The reconciler schedule (docs/architecture.md, "The reconciler"), created once per task queue by the workers."""
+"""The reconciler schedule (docs/architecture.md, "The reconciler"), created once per task
+queue by the workers."""
 
 from datetime import timedelta
 
