@@ -153,11 +153,26 @@ class ShortLivedAgent(ChatCompletionsAgent):
     recovery = RecoveryPolicy(max_age=timedelta(seconds=1), terminal_message="Too old.")
 
 
+recovery_gate: asyncio.Event | None = None
+"""Armed by a specification that queues follow-ups behind a broken turn: the recovery of a
+`HeldRecovery` agent waits in `on_chat_recovery` (before its boot plan reads the queue) until
+the specification sets it, so the plan always sees them however loaded the machine is."""
+
+
+class HeldRecovery:
+    """A mixin (not an agent itself, so PERDURE_AGENTS does not serve it)."""
+
+    async def on_chat_recovery(self, ctx: ChatRecoveryContext) -> RecoveryOptions:
+        if recovery_gate is not None:
+            await recovery_gate.wait()
+        return await super().on_chat_recovery(ctx)  # type: ignore[misc]
+
+
 boot_contexts: list[RecoveryBootContext] = []
 raising_hook_calls: list[str] = []
 
 
-class RaisingEndingsAgent(ChatCompletionsAgent):
+class RaisingEndingsAgent(HeldRecovery, ChatCompletionsAgent):
     """`on_exhausted` and `on_recovery_boot` both raise (after recording the call)."""
 
     name = "raising-endings"
@@ -174,7 +189,7 @@ class RaisingEndingsAgent(ChatCompletionsAgent):
         raise RuntimeError("on_recovery_boot is broken")
 
 
-class BootObserverAgent(ChatCompletionsAgent):
+class BootObserverAgent(HeldRecovery, ChatCompletionsAgent):
     """Records every recovery boot it is handed; keeps the default plan."""
 
     name = "boot-observer"
@@ -184,7 +199,7 @@ class BootObserverAgent(ChatCompletionsAgent):
         return ctx.default
 
 
-class LastFollowUpOnlyAgent(ChatCompletionsAgent):
+class LastFollowUpOnlyAgent(HeldRecovery, ChatCompletionsAgent):
     """On a recovery boot, runs only the newest queued follow-up."""
 
     name = "last-follow-up-only"

@@ -10,7 +10,7 @@ import pytest
 from activities.providers import CONTINUE_INSTRUCTION
 from perdure.testing.chat_client import counting, key_of, read_stream, send
 from tests import agents
-from tests.e2e.test_chat_turn import later, new_session, wait_idle
+from tests.e2e.test_chat_turn import new_session, wait_idle
 
 
 def unique(text: str) -> str:
@@ -277,23 +277,45 @@ async def test_stashed_data_is_handed_to_the_recovery_hook(http: httpx.AsyncClie
     assert agents.recovery_contexts[-1].recovery_data == {"note": "order 42"}
 
 
+async def until_submissions(
+    http: httpx.AsyncClient, session: str, *, at_least: int, status: str | None = None
+) -> None:
+    """Until the session holds `at_least` submissions (of `status`), polled for at most 30 s."""
+    params = {"status": status} if status else {}
+    async with asyncio.timeout(30):
+        while True:
+            response = await http.get(f"/v1/sessions/{session}/submissions", params=params)
+            if response.status_code == 200 and response.json()["count"] >= at_least:
+                return
+            await asyncio.sleep(0.02)
+
+
 async def interrupted_with_follow_ups(
     http: httpx.AsyncClient, session: str, agent: str
 ) -> tuple[Any, Any, Any]:
     """A 60-word answer (`u1`) broken after 20 words, with two follow-ups (`u2`, `u3`: 3 and 4
-    words) sent while it streams: the three streams, once each has ended."""
-    first, second, third = await asyncio.gather(
-        send(
-            http,
-            session,
-            unique("@count 60 @delay 5 @disconnect_after 20"),
-            message_id="u1",
-            agent=agent,
-        ),
-        later(0.1, send(http, session, "@count 3", message_id="u2")),
-        later(0.2, send(http, session, "@count 4", message_id="u3")),
-    )
-    return first, second, third
+    words) queued behind it, in that order, before its recovery looks at the queue (the agent
+    holds its recovery until then: `agents.recovery_gate`): the three streams, once ended."""
+    agents.recovery_gate = gate = asyncio.Event()
+    try:
+        first = asyncio.create_task(
+            send(
+                http,
+                session,
+                unique("@count 60 @delay 5 @disconnect_after 20"),
+                message_id="u1",
+                agent=agent,
+            )
+        )
+        await until_submissions(http, session, at_least=1)
+        second = asyncio.create_task(send(http, session, "@count 3", message_id="u2"))
+        await until_submissions(http, session, at_least=1, status="pending")
+        third = asyncio.create_task(send(http, session, "@count 4", message_id="u3"))
+        await until_submissions(http, session, at_least=2, status="pending")
+        gate.set()
+        return await first, await second, await third
+    finally:
+        agents.recovery_gate = None
 
 
 async def test_follow_ups_sent_during_a_recovery_run_afterwards_in_order(
