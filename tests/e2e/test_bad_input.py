@@ -126,6 +126,39 @@ async def test_a_body_far_over_the_limit_is_refused_before_parsing(http: httpx.A
     assert response.json()["error"]["code"] == "body_too_large"
 
 
+async def test_a_small_bodys_route_refuses_a_large_body_before_parsing(
+    http: httpx.AsyncClient,
+) -> None:
+    response = await http.patch("/v1/sessions/any-chat", json={"title": "x" * 20_000})
+
+    assert response.status_code == 413
+    assert response.json()["error"] == {
+        "code": "body_too_large",
+        "message": "the request body is over 16384 bytes",
+        "requestId": response.headers["x-request-id"],
+    }
+
+
+async def test_a_chunked_body_is_refused_as_it_grows_past_the_limit(
+    http: httpx.AsyncClient,
+) -> None:
+    async def chunks() -> Any:
+        yield b'{"messageId": "'
+        for _ in range(40):
+            yield b"x" * 1024
+        yield b'"}'
+
+    response = await http.post(
+        "/v1/sessions/any-chat/leaf",
+        content=chunks(),
+        headers={"content-type": "application/json"},
+    )
+
+    assert "content-length" not in response.request.headers
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "body_too_large"
+
+
 @pytest.mark.parametrize(
     ("method", "path"),
     [

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import tests.databases
+import perdure.testing.databases
 from perdure.testing.stack import free_port
 from tests.databases import database_url, skip_or_fail
 from tests.e2e import test_ai_sdk_client
@@ -34,7 +34,7 @@ def open_postgres(directory: Path) -> None:
 
 @pytest.fixture
 def no_postgres(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tests.databases, "POSTGRES_ADMIN_URL", UNREACHABLE)
+    monkeypatch.setattr(perdure.testing.databases, "POSTGRES_ADMIN_URL", UNREACHABLE)
 
 
 def test_on_ci_a_missing_postgresql_fails_instead_of_skipping(
