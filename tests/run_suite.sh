@@ -2,10 +2,11 @@
 # The whole suite, as `make test` runs it, in two pytest processes side by side on the 2 cores.
 # The second lane starts with the chaos tests (real processes; mostly waiting on heartbeat
 # timeouts and paced answers, little CPU), then takes a few long tests off the first lane:
-# the browser tests, the OpenAPI fuzzing and the benchmark comparison. Both lanes must pass.
+# the browser tests, the OpenAPI fuzzing, the benchmark comparison and the stop storm. Both
+# lanes must pass.
 set -u
 PYTEST=${PYTEST:-.venv/bin/pytest}
-SECOND_LANE="tests/chaos tests/browser tests/e2e/test_openapi_fuzz.py tests/e2e/test_bench_compare.py"
+SECOND_LANE="tests/chaos tests/browser tests/e2e/test_openapi_fuzz.py tests/e2e/test_bench_compare.py tests/e2e/test_stop_storm.py"
 work=$(mktemp -d)
 trap 'kill "$second" 2>/dev/null; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
