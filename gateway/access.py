@@ -7,8 +7,8 @@ from starlette.middleware.cors import CORSMiddleware
 
 from gateway.errors import error_response
 from gateway.request_id import REQUEST_ID_HEADER
-from perdure.runtime.services import Services
 from perdure.runtime.settings import Settings
+from storage.db import Database
 from storage.errors import AgentNotAllowed, RateLimited
 from storage.tenant_policies import TenantLimits, limits_for
 
@@ -29,10 +29,12 @@ CORS_EXPOSED_HEADERS = [
 CORS_MAX_AGE_SECONDS = 600
 
 
-async def tenant_limits(services: Services, tenant: str, agent: str | None = None) -> TenantLimits:
+async def tenant_limits(
+    db: Database, settings: Settings, tenant: str, agent: str | None = None
+) -> TenantLimits:
     """The tenant's policy, read now; an agent the request names is refused at once (the agent
     a submission runs, its session's, is checked again when it is recorded)."""
-    checked = await limits_for(services.db, tenant, services.settings.rate_limit)
+    checked = await limits_for(db, tenant, settings.rate_limit)
     if agent is not None:
         checked.check_agent(agent)
     return checked

@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.deps import OwnedSessionDep, ServicesDep
+from gateway.deps import DbDep, OwnedSessionDep
 from gateway.schemas import SESSION_ID_PATTERN, SessionPublic
 from storage.branches import fork, siblings, switch_leaf
 from storage.messages import active_path
@@ -50,10 +50,10 @@ class ForkRequest(BaseModel):
     summary="A message and its alternatives (the same parent), oldest first",
 )
 async def list_siblings(
-    session: OwnedSessionDep, message_id: MessageIdPath, services: ServicesDep
+    session: OwnedSessionDep, message_id: MessageIdPath, db: DbDep
 ) -> list[SiblingPublic]:
-    rows = await siblings(services.db, chat=session, message_id=message_id)
-    on_path = {m.id for m in await active_path(services.db, session_id=session.id)}
+    rows = await siblings(db, chat=session, message_id=message_id)
+    on_path = {m.id for m in await active_path(db, session_id=session.id)}
     return [
         SiblingPublic(
             id=row.id,
@@ -70,12 +70,10 @@ async def list_siblings(
     "/{session_id}/leaf",
     summary="Make the branch through a message active",
 )
-async def change_leaf(
-    body: LeafChange, session: OwnedSessionDep, services: ServicesDep
-) -> LeafChanged:
+async def change_leaf(body: LeafChange, session: OwnedSessionDep, db: DbDep) -> LeafChanged:
     """The active branch goes through `messageId` down to its newest message; the history
     endpoints follow it. Refused (409) while a turn runs."""
-    leaf = await switch_leaf(services.db, chat=session, message_id=body.messageId)
+    leaf = await switch_leaf(db, chat=session, message_id=body.messageId)
     return LeafChanged(leafMessageId=leaf)
 
 
@@ -84,11 +82,9 @@ async def change_leaf(
     status_code=201,
     summary="A new session whose history is this one's up to a message",
 )
-async def fork_session(
-    body: ForkRequest, session: OwnedSessionDep, services: ServicesDep
-) -> SessionPublic:
+async def fork_session(body: ForkRequest, session: OwnedSessionDep, db: DbDep) -> SessionPublic:
     forked = await fork(
-        services.db,
+        db,
         chat=session,
         message_id=body.messageId,
         new_chat_id=body.sessionId or f"fork-{uuid.uuid4().hex[:16]}",

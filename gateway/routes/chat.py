@@ -6,11 +6,20 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response
+from temporalio.client import Client
 
 from gateway.access import tenant_limits
 from gateway.body_limits import body_limit, history_bytes
 from gateway.client_answers import answers_in, continuation_cursor
-from gateway.deps import LifecycleDep, OwnedSessionDep, ServicesDep, TenantDep
+from gateway.deps import (
+    DbDep,
+    LifecycleDep,
+    OwnedSessionDep,
+    SettingsDep,
+    TemporalDep,
+    TenantDep,
+    WatcherDep,
+)
 from gateway.errors import ApiError
 from gateway.intake import check_encoding, checked_user_message
 from gateway.schemas import ChatRequest, StopResult
@@ -19,10 +28,12 @@ from gateway.submission_schemas import SUBMISSION_ID_PATTERN
 from gateway.waits import record_answers
 from perdure.domain.reducer import reduce_chunks
 from perdure.domain.ui import UIMessage
-from perdure.runtime.services import Services
+from perdure.runtime.settings import Settings
 from perdure.telemetry.log_context import bind_ids
 from perdure.turn_control.lifecycle import NewSubmission
 from storage.chunks import load_log
+from storage.db import Database
+from storage.log_watch import LogWatcher
 from storage.messages import active_path, stored_message
 from storage.stops import answered_status
 from storage.submissions import SubmissionOptions, stream_target, submission_of_answer
@@ -55,20 +66,22 @@ STREAM_RESPONSE: dict[int | str, dict[str, Any]] = {
 
 
 async def _stream(
-    services: Services,
+    db: Database,
+    watcher: LogWatcher,
+    settings: Settings,
     submission: Submission,
     cursor: Cursor | None,
     accepted_at: float | None = None,
 ) -> Response:
     response = await stream_response(
-        services.db,
-        services.watcher,
+        db,
+        watcher,
         message_id=submission.assistant_message_id,
         submission_id=submission.id,
         cursor=cursor,
         accepted_at=accepted_at,
     )
-    response.headers["x-perdure-temporal-url"] = services.settings.turn_ui_url(submission.id)
+    response.headers["x-perdure-temporal-url"] = settings.turn_ui_url(submission.id)
     return response
 
 
@@ -102,18 +115,22 @@ def _checked_message(chat: ChatRequest, limit: int) -> UIMessage:
 @body_limit(history_bytes)
 async def send_message(
     chat: ChatRequest,
-    services: ServicesDep,
+    db: DbDep,
+    client: TemporalDep,
+    watcher: WatcherDep,
+    settings: SettingsDep,
     lifecycle: LifecycleDep,
     tenant: TenantDep,
     idempotency_key: Annotated[str | None, Header(max_length=300)] = None,
 ) -> Response:
     accepted_at = time.monotonic()  # the time-to-first-token metric counts from the parsed body
     bind_ids(tenant_id=tenant)
-    message = _checked_message(chat, services.settings.max_message_bytes)
+    message = _checked_message(chat, settings.max_message_bytes)
     if message.role == "assistant":
-        return await _continue(services, tenant, chat, message)
-    checked = await tenant_limits(services, tenant, chat.agent)
-    edit_of = await _edited(services, tenant, chat, message)
+        continued, cursor = await _continued(db, client, tenant, chat, message)
+        return await _stream(db, watcher, settings, continued, cursor)
+    checked = await tenant_limits(db, settings, tenant, chat.agent)
+    edit_of = await _edited(db, tenant, chat, message)
     if edit_of is not None:
         # The edit is stored beside the message it edits, under an id of its own.
         message = message.model_copy(update={"id": f"{edit_of}.edit-{uuid.uuid4().hex[:8]}"})
@@ -121,14 +138,14 @@ async def send_message(
         NewSubmission(
             tenant_id=tenant,
             chat_id=chat.id,
-            agent=chat.agent or services.settings.default_agent,
+            agent=chat.agent or settings.default_agent,
             message=message,
             idempotency_key=idempotency_key or _default_key(chat, message),
             options=SubmissionOptions(
                 client_tools=[tool.model_dump() for tool in chat.tools] if chat.tools else None,
                 concurrency=chat.concurrency,
                 debounce_ms=chat.debounceMs,
-                task_queue=services.settings.task_queue,
+                task_queue=settings.task_queue,
                 regenerate=chat.trigger == "regenerate-message",
                 edit_of=edit_of,
                 limits=checked,
@@ -138,23 +155,21 @@ async def send_message(
     bind_ids(session_id=outcome.submission.session_id, submission_id=outcome.submission.id)
     log.info("message submitted (%s)", "new" if outcome.created else "already submitted")
     return await _stream(
-        services,
+        db,
+        watcher,
+        settings,
         outcome.submission,
         cursor=None,
         accepted_at=accepted_at if outcome.created else None,
     )
 
 
-async def _edited(
-    services: Services, tenant: str, chat: ChatRequest, message: UIMessage
-) -> str | None:
+async def _edited(db: Database, tenant: str, chat: ChatRequest, message: UIMessage) -> str | None:
     """The stored user message this one edits: the AI SDK sends an edit with `messageId` set
     to the edited message's id, which the new message keeps."""
     if chat.trigger != "submit-message" or chat.messageId is None or chat.messageId != message.id:
         return None
-    stored = await stored_message(
-        services.db, tenant_id=tenant, chat_id=chat.id, message_id=message.id
-    )
+    stored = await stored_message(db, tenant_id=tenant, chat_id=chat.id, message_id=message.id)
     return message.id if stored is not None and stored.role == "user" else None
 
 
@@ -165,16 +180,17 @@ def _default_key(chat: ChatRequest, message: UIMessage) -> str:
     return f"message:{message.id}"
 
 
-async def _continue(
-    services: Services, tenant: str, chat: ChatRequest, message: UIMessage
-) -> Response:
-    """The AI SDK's continuation after approvals or client tool outputs (gateway/client_answers)."""
+async def _continued(
+    db: Database, client: Client, tenant: str, chat: ChatRequest, message: UIMessage
+) -> tuple[Submission, Cursor | None]:
+    """The AI SDK's continuation after approvals or client tool outputs (gateway/client_answers):
+    the answers recorded, the turn to stream on and where."""
     if chat.messageId is not None and chat.messageId != message.id:
         raise ApiError(
             422, "invalid_request", "messageId must be the id of the assistant message sent"
         )
     submission = await submission_of_answer(
-        services.db, tenant_id=tenant, chat_id=chat.id, message_id=message.id
+        db, tenant_id=tenant, chat_id=chat.id, message_id=message.id
     )
     if submission is None:
         raise ApiError(
@@ -182,7 +198,7 @@ async def _continue(
             "message_not_found",
             f"no answer {message.id!r} in session {chat.id!r} to continue",
         )
-    client_calls = await client_calls_of(services.db, submission_id=submission.id)
+    client_calls = await client_calls_of(db, submission_id=submission.id)
     answers = answers_in(message, client_calls)
     if not answers:
         raise ApiError(
@@ -191,9 +207,8 @@ async def _continue(
             "the assistant message answers no approval or client tool call; send a user "
             "message to go on",
         )
-    answered = await record_answers(services, tenant, submission.session_id, answers)
-    cursor = await continuation_cursor(services.db, submission, [a.row for a in answered])
-    return await _stream(services, submission, cursor)
+    answered = await record_answers(db, client, tenant, submission.session_id, answers)
+    return submission, await continuation_cursor(db, submission, [a.row for a in answered])
 
 
 @router.get(
@@ -204,7 +219,9 @@ async def _continue(
 )
 async def resume_stream(
     session: OwnedSessionDep,
-    services: ServicesDep,
+    db: DbDep,
+    watcher: WatcherDep,
+    settings: SettingsDep,
     last_event_id: Annotated[
         str | None,
         Header(
@@ -218,10 +235,10 @@ async def resume_stream(
 ) -> Response:
     session_id = session.id
     cursor = cursor_from(last_event_id, after)
-    target = await stream_target(services.db, session_id=session_id, latest=cursor is not None)
+    target = await stream_target(db, session_id=session_id, latest=cursor is not None)
     if target is None:
         return Response(status_code=204)
-    return await _stream(services, target, cursor)
+    return await _stream(db, watcher, settings, target, cursor)
 
 
 @router.post(
@@ -261,7 +278,7 @@ async def stop(
 @router.get("/{session_id}/messages", summary="The active path as AI SDK UIMessages")
 async def messages(
     session: OwnedSessionDep,
-    services: ServicesDep,
+    db: DbDep,
     limit: Annotated[
         int | None,
         Query(ge=1, le=10_000, description="Only the newest this many stored messages"),
@@ -270,17 +287,15 @@ async def messages(
     session_id = session.id
     # The running turn first: if it ends between the two reads, the path read after it holds
     # its stored answer. Read the other way round, that answer would be in neither.
-    running = await stream_target(services.db, session_id=session_id, latest=False)
-    path = await active_path(services.db, session_id=session_id, newest=limit)
+    running = await stream_target(db, session_id=session_id, latest=False)
+    path = await active_path(db, session_id=session_id, newest=limit)
     stored_ids = {message.id for message in path}
     if (
         running is not None
         and running.status == "running"
         and running.assistant_message_id not in stored_ids
     ):
-        partial = reduce_chunks(
-            await load_log(services.db, message_id=running.assistant_message_id)
-        )
+        partial = reduce_chunks(await load_log(db, message_id=running.assistant_message_id))
         if partial.parts:
             path.append(
                 UIMessage.model_validate(

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from gateway.deps import ServicesDep
+from gateway.deps import DbDep, TemporalDep
 
 router = APIRouter(tags=["health"])
 
@@ -24,15 +24,15 @@ class Health(BaseModel):
         503: {"model": Health, "description": "`checks` names what is unreachable"},
     },
 )
-async def healthz(services: ServicesDep) -> JSONResponse:
+async def healthz(db: DbDep, client: TemporalDep) -> JSONResponse:
     checks: dict[str, str] = {}
     try:
-        await services.db.ping()
+        await db.ping()
         checks["store"] = "ok"
     except Exception as error:  # noqa: BLE001 - reported, not raised
         checks["store"] = f"unreachable: {type(error).__name__}"
     try:
-        await services.client.service_client.check_health()
+        await client.service_client.check_health()
         checks["temporal"] = "ok"
     except Exception as error:  # noqa: BLE001 - reported, not raised
         checks["temporal"] = f"unreachable: {type(error).__name__}"

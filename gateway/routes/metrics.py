@@ -9,7 +9,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Response
 
-from gateway.deps import ServicesDep
+from gateway.deps import DbDep, SettingsDep
 from perdure.telemetry import queue_depth
 from perdure.telemetry.metrics import authorized, exposition
 
@@ -18,9 +18,9 @@ router = APIRouter(tags=["metrics"])
 
 @router.get("/metrics", include_in_schema=False)
 async def metrics(
-    services: ServicesDep, authorization: Annotated[str | None, Header()] = None
+    db: DbDep, settings: SettingsDep, authorization: Annotated[str | None, Header()] = None
 ) -> Response:
-    token = services.settings.metrics_token
+    token = settings.metrics_token
     if not authorized(authorization, token.get_secret_value() if token else None):
         return Response(
             "metrics need Authorization: Bearer <PERDURE_METRICS_TOKEN>\n",
@@ -28,6 +28,6 @@ async def metrics(
             media_type="text/plain",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    await queue_depth.refresh(services.db, task_queue=services.settings.task_queue)
+    await queue_depth.refresh(db, task_queue=settings.task_queue)
     body, content_type = exposition()
     return Response(body, media_type=content_type)

@@ -15,12 +15,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
-from temporalio.client import ScheduleActionExecutionStartWorkflow, ScheduleDescription
+from temporalio.client import Client, ScheduleActionExecutionStartWorkflow, ScheduleDescription
 from temporalio.service import RPCError, RPCStatusCode
 
 from gateway.access import tenant_limits
 from gateway.body_limits import body_limit
-from gateway.deps import ServicesDep, TenantDep
+from gateway.deps import DbDep, SettingsDep, TemporalDep, TenantDep
 from gateway.errors import ApiError, InvalidField, invalid_request
 from gateway.schemas import AGENT_PATTERN, SESSION_ID_PATTERN
 from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
@@ -33,7 +33,7 @@ from perdure.domain.schedules import (
     SCHEDULE_ID_PATTERN,
     Recurrence,
 )
-from perdure.runtime.services import Services
+from perdure.runtime.settings import Settings
 from perdure.turn_control.prompt_schedules import (
     backfill_prompt_schedule,
     delete_prompt_schedule,
@@ -43,6 +43,7 @@ from perdure.turn_control.prompt_schedules import (
     pause_prompt_schedule,
     trigger_prompt_schedule,
 )
+from storage.db import Database
 from storage.schedule_tables import PromptScheduleRow
 from storage.schedules import (
     ScheduleDefinition,
@@ -300,8 +301,8 @@ def schedule_not_found(schedule_id: str) -> ApiError:
     return ApiError(404, "schedule_not_found", f"schedule {schedule_id!r} not found")
 
 
-async def _owned(services: Services, tenant: str, schedule_id: str) -> PromptScheduleRow:
-    row = await get_schedule(services.db, tenant_id=tenant, schedule_id=schedule_id)
+async def _owned(db: Database, tenant: str, schedule_id: str) -> PromptScheduleRow:
+    row = await get_schedule(db, tenant_id=tenant, schedule_id=schedule_id)
     if row is None:
         raise schedule_not_found(schedule_id)
     return row
@@ -317,10 +318,12 @@ def _refuse_declared(row: PromptScheduleRow, instead: str) -> None:
         )
 
 
-async def _checked_agent(services: Services, agent: str, admitted: TenantLimits) -> None:
+async def _checked_agent(
+    db: Database, settings: Settings, agent: str, admitted: TenantLimits
+) -> None:
     """The gateway never imports agent code: the workers record what they serve. The refusal
     names only agents the tenant may use."""
-    served = await served_agents(services.db, task_queue=services.settings.task_queue)
+    served = await served_agents(db, task_queue=settings.task_queue)
     if agent in served or (agent == "default" and served):
         return  # `default` is the first agent when none is named so (as for chats)
     known = ", ".join(admitted.usable(served)) or (
@@ -331,11 +334,11 @@ async def _checked_agent(services: Services, agent: str, admitted: TenantLimits)
     raise ApiError(422, "unknown_agent", f"unknown agent {agent!r}; the workers serve: {known}")
 
 
-async def _temporal(services: Services, call: Awaitable[T]) -> T:
+async def _temporal(client: Client, call: Awaitable[T]) -> T:
     """`call`, bounded (gateway/temporal.py); a Temporal Schedule deleted behind Perdure's
     back is a clear 409, not a 500."""
     try:
-        return await temporal_call(call, within=TEMPORAL_TIMEOUT_SECONDS, client=services.client)
+        return await temporal_call(call, within=TEMPORAL_TIMEOUT_SECONDS, client=client)
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
             raise ApiError(
@@ -354,13 +357,15 @@ async def _temporal(services: Services, call: Awaitable[T]) -> T:
     summary="Create a scheduled prompt",
 )
 @body_limit(BODY_LIMIT_BYTES)
-async def create(body: ScheduleCreate, services: ServicesDep, tenant: TenantDep) -> SchedulePublic:
+async def create(
+    body: ScheduleCreate, db: DbDep, client: TemporalDep, settings: SettingsDep, tenant: TenantDep
+) -> SchedulePublic:
     """Each occurrence sends `prompt` into the tenant's chat `sessionId` as a user message,
     queued like any chat message and submitted once per occurrence (`schedule:{id}:{time}`).
     A schedule id already taken is a 409; an agent no worker serves a 422."""
-    agent = body.agent or services.settings.default_agent
-    admitted = await tenant_limits(services, tenant, agent)  # else 403
-    await _checked_agent(services, agent, admitted)
+    agent = body.agent or settings.default_agent
+    admitted = await tenant_limits(db, settings, tenant, agent)  # else 403
+    await _checked_agent(db, settings, agent, admitted)
     row = new_row(
         tenant_id=tenant,
         schedule_id=body.id or f"sch-{uuid.uuid4().hex[:16]}",
@@ -371,46 +376,51 @@ async def create(body: ScheduleCreate, services: ServicesDep, tenant: TenantDep)
         source="api",
         paused=body.paused,
     )
-    if not await insert_schedule(services.db, row):
+    if not await insert_schedule(db, row):
         raise ApiError(409, "schedule_exists", f"schedule {row.id!r} already exists")
     try:
         await _temporal(
-            services,
-            ensure_prompt_schedule(services.client, row, task_queue=services.settings.task_queue),
+            client,
+            ensure_prompt_schedule(client, row, task_queue=settings.task_queue),
         )
     except Exception as error:
         # Nothing stays half-made: without its Temporal Schedule the row would never fire. (A
         # create that timed out here but reached Temporal leaves a schedule whose occurrences
         # find no row and submit nothing; creating the id again takes it over.)
-        await delete_schedule(services.db, tenant_id=tenant, schedule_id=row.id)
+        await delete_schedule(db, tenant_id=tenant, schedule_id=row.id)
         if isinstance(error, RPCError) and error.status == RPCStatusCode.INVALID_ARGUMENT:
             raise ApiError(422, "invalid_schedule", f"Temporal refused it: {error}") from None
         raise
-    return SchedulePublic.of(row, services.settings.task_queue)
+    return SchedulePublic.of(row, settings.task_queue)
 
 
 @router.get("", summary="List the tenant's scheduled prompts")
 async def list_all(
-    services: ServicesDep,
+    db: DbDep,
+    settings: SettingsDep,
     tenant: TenantDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> SchedulesPublic:
-    rows, total = await list_schedules(services.db, tenant_id=tenant, limit=limit, offset=offset)
-    task_queue = services.settings.task_queue
+    rows, total = await list_schedules(db, tenant_id=tenant, limit=limit, offset=offset)
+    task_queue = settings.task_queue
     return SchedulesPublic(data=[SchedulePublic.of(row, task_queue) for row in rows], count=total)
 
 
 @router.get("/{schedule_id}", summary="One scheduled prompt, with its next and recent runs")
 async def read(
-    schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
+    schedule_id: ScheduleIdPath,
+    db: DbDep,
+    client: TemporalDep,
+    settings: SettingsDep,
+    tenant: TenantDep,
 ) -> ScheduleDetail:
-    row = await _owned(services, tenant, schedule_id)
-    task_queue = services.settings.task_queue
+    row = await _owned(db, tenant, schedule_id)
+    task_queue = settings.task_queue
     described = await _temporal(
-        services,
+        client,
         describe_prompt_schedule(
-            services.client, task_queue=task_queue, tenant_id=tenant, schedule_id=row.id
+            client, task_queue=task_queue, tenant_id=tenant, schedule_id=row.id
         ),
     )
     return _detail(row, task_queue, described)
@@ -421,15 +431,13 @@ PUSH_ROUNDS = 3
 the last writer's definition is the one Temporal keeps."""
 
 
-async def _pushed(services: Services, row: PromptScheduleRow) -> None:
+async def _pushed(db: Database, client: Client, settings: Settings, row: PromptScheduleRow) -> None:
     """Bring the row's Temporal Schedule up to the stored definition (re-created if it was
     deleted outside Perdure), and again while concurrent changes overtake it."""
-    task_queue = services.settings.task_queue
+    task_queue = settings.task_queue
     for _ in range(PUSH_ROUNDS):
-        await _temporal(
-            services, ensure_prompt_schedule(services.client, row, task_queue=task_queue)
-        )
-        current = await get_schedule(services.db, tenant_id=row.tenant_id, schedule_id=row.id)
+        await _temporal(client, ensure_prompt_schedule(client, row, task_queue=task_queue))
+        current = await get_schedule(db, tenant_id=row.tenant_id, schedule_id=row.id)
         if current is None or current.updated_at == row.updated_at:
             return
         row = current
@@ -441,13 +449,18 @@ async def _pushed(services: Services, row: PromptScheduleRow) -> None:
 )
 @body_limit(BODY_LIMIT_BYTES)
 async def change(
-    body: ScheduleChange, schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
+    body: ScheduleChange,
+    schedule_id: ScheduleIdPath,
+    db: DbDep,
+    client: TemporalDep,
+    settings: SettingsDep,
+    tenant: TenantDep,
 ) -> SchedulePublic:
     """Occurrences from now on send the new prompt, to the new session, with the new agent, at
     the new times; turns already submitted go on as they were. Its paused state, its last
     occurrence and its id stay. A schedule declared on an agent is refused (409): change its
     declaration."""
-    row = await _owned(services, tenant, schedule_id)
+    row = await _owned(db, tenant, schedule_id)
     _refuse_declared(
         row, "change it in the agent's `schedules` (the workers apply it when they next start)"
     )
@@ -457,20 +470,18 @@ async def change(
     except InvalidField as error:
         raise invalid_request(error) from None
     if after.agent != before.agent:
-        admitted = await tenant_limits(services, tenant, after.agent)  # else 403
-        await _checked_agent(services, after.agent, admitted)
-    changed = await define_schedule(
-        services.db, tenant_id=tenant, schedule_id=row.id, definition=after
-    )
+        admitted = await tenant_limits(db, settings, tenant, after.agent)  # else 403
+        await _checked_agent(db, settings, after.agent, admitted)
+    changed = await define_schedule(db, tenant_id=tenant, schedule_id=row.id, definition=after)
     if changed is None:
         raise schedule_not_found(schedule_id)
     try:
-        await _pushed(services, changed)
+        await _pushed(db, client, settings, changed)
     except Exception as error:
         # Nothing half-changed: the store goes back to what Temporal still fires, unless
         # another change has been written since.
         await define_schedule(
-            services.db,
+            db,
             tenant_id=tenant,
             schedule_id=row.id,
             definition=before,
@@ -479,25 +490,31 @@ async def change(
         if isinstance(error, RPCError) and error.status == RPCStatusCode.INVALID_ARGUMENT:
             raise ApiError(422, "invalid_schedule", f"Temporal refused it: {error}") from None
         raise
-    return SchedulePublic.of(changed, services.settings.task_queue)
+    return SchedulePublic.of(changed, settings.task_queue)
 
 
 async def _set_paused(
-    services: Services, tenant: str, schedule_id: str, *, paused: bool
+    db: Database,
+    client: Client,
+    settings: Settings,
+    tenant: str,
+    schedule_id: str,
+    *,
+    paused: bool,
 ) -> SchedulePublic:
-    row = await _owned(services, tenant, schedule_id)
-    task_queue = services.settings.task_queue
+    row = await _owned(db, tenant, schedule_id)
+    task_queue = settings.task_queue
     await _temporal(
-        services,
+        client,
         pause_prompt_schedule(
-            services.client,
+            client,
             task_queue=task_queue,
             tenant_id=tenant,
             schedule_id=row.id,
             paused=paused,
         ),
     )
-    updated = await set_paused(services.db, tenant_id=tenant, schedule_id=row.id, paused=paused)
+    updated = await set_paused(db, tenant_id=tenant, schedule_id=row.id, paused=paused)
     if updated is None:
         raise schedule_not_found(schedule_id)
     return SchedulePublic.of(updated, task_queue)
@@ -505,9 +522,13 @@ async def _set_paused(
 
 @router.post("/{schedule_id}/pause", summary="Pause: no occurrence fires until it is resumed")
 async def pause(
-    schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
+    schedule_id: ScheduleIdPath,
+    db: DbDep,
+    client: TemporalDep,
+    settings: SettingsDep,
+    tenant: TenantDep,
 ) -> SchedulePublic:
-    return await _set_paused(services, tenant, schedule_id, paused=True)
+    return await _set_paused(db, client, settings, tenant, schedule_id, paused=True)
 
 
 @router.post(
@@ -515,9 +536,13 @@ async def pause(
     summary="Resume: the next occurrence fires; those missed while paused do not",
 )
 async def resume(
-    schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
+    schedule_id: ScheduleIdPath,
+    db: DbDep,
+    client: TemporalDep,
+    settings: SettingsDep,
+    tenant: TenantDep,
 ) -> SchedulePublic:
-    return await _set_paused(services, tenant, schedule_id, paused=False)
+    return await _set_paused(db, client, settings, tenant, schedule_id, paused=False)
 
 
 @router.post(
@@ -526,21 +551,25 @@ async def resume(
     summary="Fire one occurrence now (paused or not), keyed by the time it fires",
 )
 async def trigger(
-    schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
+    schedule_id: ScheduleIdPath,
+    db: DbDep,
+    client: TemporalDep,
+    settings: SettingsDep,
+    tenant: TenantDep,
 ) -> SchedulePublic:
     """Answers the schedule as it stands; the occurrence's submission shows in its
     `lastSubmissionId` once Temporal has fired it."""
-    row = await _owned(services, tenant, schedule_id)
+    row = await _owned(db, tenant, schedule_id)
     await _temporal(
-        services,
+        client,
         trigger_prompt_schedule(
-            services.client,
-            task_queue=services.settings.task_queue,
+            client,
+            task_queue=settings.task_queue,
             tenant_id=tenant,
             schedule_id=row.id,
         ),
     )
-    return SchedulePublic.of(row, services.settings.task_queue)
+    return SchedulePublic.of(row, settings.task_queue)
 
 
 @router.post(
@@ -549,25 +578,28 @@ async def trigger(
     summary="Run the occurrences of a past period that did not fire",
 )
 async def backfill(
-    body: BackfillRequest, schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep
+    body: BackfillRequest,
+    schedule_id: ScheduleIdPath,
+    db: DbDep,
+    client: TemporalDep,
+    settings: SettingsDep,
+    tenant: TenantDep,
 ) -> BackfillResult:
     """Missed occurrences are never made up by themselves; this runs those of the period now
     (at most 100), paused or not. Each is keyed by its own time, so an occurrence that already
     ran is not submitted again."""
-    row = await _owned(services, tenant, schedule_id)
+    row = await _owned(db, tenant, schedule_id)
     start, end = body.start.astimezone(UTC), body.end.astimezone(UTC)
     if start >= end:
         raise ApiError(422, "invalid_period", "`start` must be before `end`")
     if end > datetime.now(UTC) + timedelta(seconds=1):
         raise ApiError(422, "invalid_period", "`end` may not be in the future")
     where = {
-        "task_queue": services.settings.task_queue,
+        "task_queue": settings.task_queue,
         "tenant_id": tenant,
         "schedule_id": row.id,
     }
-    occurrences = await _temporal(
-        services, matching_times(services.client, start=start, end=end, **where)
-    )
+    occurrences = await _temporal(client, matching_times(client, start=start, end=end, **where))
     if len(occurrences) > MAX_BACKFILL_OCCURRENCES:
         raise ApiError(
             422,
@@ -576,26 +608,30 @@ async def backfill(
             "backfill a shorter one",
         )
     if occurrences:
-        await _temporal(
-            services, backfill_prompt_schedule(services.client, start=start, end=end, **where)
-        )
+        await _temporal(client, backfill_prompt_schedule(client, start=start, end=end, **where))
     return BackfillResult(occurrences=occurrences)
 
 
 @router.delete("/{schedule_id}", status_code=204, summary="Delete a scheduled prompt")
-async def delete(schedule_id: ScheduleIdPath, services: ServicesDep, tenant: TenantDep) -> Response:
+async def delete(
+    schedule_id: ScheduleIdPath,
+    db: DbDep,
+    client: TemporalDep,
+    settings: SettingsDep,
+    tenant: TenantDep,
+) -> Response:
     """Turns it already submitted go on. A schedule declared on an agent is refused (409):
     remove it from the agent's `schedules` and the workers delete it when they next start."""
-    row = await _owned(services, tenant, schedule_id)
+    row = await _owned(db, tenant, schedule_id)
     _refuse_declared(row, "remove it from the agent's `schedules` (pause it to stop it meanwhile)")
     await _temporal(
-        services,
+        client,
         delete_prompt_schedule(
-            services.client,
-            task_queue=services.settings.task_queue,
+            client,
+            task_queue=settings.task_queue,
             tenant_id=tenant,
             schedule_id=row.id,
         ),
     )
-    await delete_schedule(services.db, tenant_id=tenant, schedule_id=row.id)
+    await delete_schedule(db, tenant_id=tenant, schedule_id=row.id)
     return Response(status_code=204)

@@ -9,7 +9,16 @@ from fastapi import APIRouter, Header, Path, Query, Response
 
 from gateway.access import tenant_limits
 from gateway.body_limits import body_limit, history_bytes
-from gateway.deps import LifecycleDep, OwnedSessionDep, ServicesDep, SessionIdPath, TenantDep
+from gateway.deps import (
+    DbDep,
+    LifecycleDep,
+    OwnedSessionDep,
+    SessionIdPath,
+    SettingsDep,
+    TemporalDep,
+    TenantDep,
+    WatcherDep,
+)
 from gateway.errors import ApiError
 from gateway.intake import checked_user_message
 from gateway.sse import MAX_SEQ, cursor_from, stream_response
@@ -24,9 +33,10 @@ from gateway.submission_schemas import (
     SubmissionStatus,
 )
 from perdure.domain.ui import UIMessage
-from perdure.runtime.services import Services
+from perdure.runtime.settings import Settings
 from perdure.turn_control.client import wait_turn_ended
 from perdure.turn_control.lifecycle import NewSubmission
+from storage.db import Database
 from storage.stops import answered_status
 from storage.submission_ledger import (
     ENDED,
@@ -44,10 +54,8 @@ SubmissionIdPath = Annotated[str, Path(pattern=SUBMISSION_ID_PATTERN)]
 DELETE_BATCH = 1000
 
 
-async def _owned(services: Services, tenant: str, session: ChatSession, sid: str) -> Submission:
-    row = await owned_submission(
-        services.db, tenant_id=tenant, session_id=session.id, submission_id=sid
-    )
+async def _owned(db: Database, tenant: str, session: ChatSession, sid: str) -> Submission:
+    row = await owned_submission(db, tenant_id=tenant, session_id=session.id, submission_id=sid)
     if row is None:
         raise ApiError(
             404, "submission_not_found", f"no submission {sid!r} in session {session.chat_id!r}"
@@ -55,10 +63,8 @@ async def _owned(services: Services, tenant: str, session: ChatSession, sid: str
     return row
 
 
-def _public(services: Services, row: Submission, chat_id: str) -> SubmissionPublic:
-    return SubmissionPublic.of(
-        row, chat_id=chat_id, temporal_url=services.settings.turn_ui_url(row.id)
-    )
+def _public(settings: Settings, row: Submission, chat_id: str) -> SubmissionPublic:
+    return SubmissionPublic.of(row, chat_id=chat_id, temporal_url=settings.turn_ui_url(row.id))
 
 
 @router.post(
@@ -72,14 +78,16 @@ async def create(
     body: SubmissionCreate,
     response: Response,
     session_id: SessionIdPath,
-    services: ServicesDep,
+    db: DbDep,
+    client: TemporalDep,
+    settings: SettingsDep,
     lifecycle: LifecycleDep,
     tenant: TenantDep,
 ) -> SubmissionAccepted:
     """The same `idempotencyKey` (or `submissionId`) returns the same submission with
     `accepted: false`; an id and a key that name different submissions are a 409. Its
     messages join the session's transcript only when its turn starts (FIFO)."""
-    limit = services.settings.max_message_bytes
+    limit = settings.max_message_bytes
     messages = [checked_user_message(message, limit) for message in body.messages] or [
         UIMessage(id="continue", role="user")  # stands for the last answer, taken from the store
     ]
@@ -90,7 +98,7 @@ async def create(
         NewSubmission(
             tenant_id=tenant,
             chat_id=session_id,
-            agent=body.agent or services.settings.default_agent,
+            agent=body.agent or settings.default_agent,
             message=messages[-1],
             idempotency_key=key,
             options=SubmissionOptions(
@@ -99,34 +107,35 @@ async def create(
                 metadata=body.metadata,
                 concurrency=body.concurrency,
                 debounce_ms=body.debounceMs,
-                task_queue=services.settings.task_queue,
+                task_queue=settings.task_queue,
                 continue_last=body.continueLastTurn,
-                limits=await tenant_limits(services, tenant, body.agent),
+                limits=await tenant_limits(db, settings, tenant, body.agent),
             ),
         )
     )
     row = outcome.submission
     if body.wait and row.status not in ENDED:
-        await wait_turn_ended(services.client, row.id, grace_seconds=body.waitSeconds)
-        row = await get_submission(services.db, row.id) or row
+        await wait_turn_ended(client, row.id, grace_seconds=body.waitSeconds)
+        row = await get_submission(db, row.id) or row
     if row.status in ENDED:
         response.status_code = 200
     return SubmissionAccepted(
-        **_public(services, row, session_id).model_dump(), accepted=outcome.created
+        **_public(settings, row, session_id).model_dump(), accepted=outcome.created
     )
 
 
 @router.get("/{session_id}/submissions", summary="The session's submissions, in queue order")
 async def list_all(
     session: OwnedSessionDep,
-    services: ServicesDep,
+    db: DbDep,
+    settings: SettingsDep,
     tenant: TenantDep,
     status: Annotated[list[SubmissionStatus] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> SubmissionsPublic:
     rows, total = await list_submissions(
-        services.db,
+        db,
         tenant_id=tenant,
         session_id=session.id,
         statuses=list(status) if status else None,
@@ -134,7 +143,7 @@ async def list_all(
         offset=offset,
     )
     return SubmissionsPublic(
-        data=[_public(services, row, session.chat_id) for row in rows], count=total
+        data=[_public(settings, row, session.chat_id) for row in rows], count=total
     )
 
 
@@ -142,12 +151,12 @@ async def list_all(
 async def read(
     session: OwnedSessionDep,
     submission_id: SubmissionIdPath,
-    services: ServicesDep,
+    db: DbDep,
+    settings: SettingsDep,
     tenant: TenantDep,
 ) -> SubmissionPublic:
-    return _public(
-        services, await _owned(services, tenant, session, submission_id), session.chat_id
-    )
+    row = await _owned(db, tenant, session, submission_id)
+    return _public(settings, row, session.chat_id)
 
 
 @router.post(
@@ -158,7 +167,7 @@ async def read(
 async def cancel(
     session: OwnedSessionDep,
     submission_id: SubmissionIdPath,
-    services: ServicesDep,
+    settings: SettingsDep,
     lifecycle: LifecycleDep,
 ) -> SubmissionPublic:
     """The same stop as `POST /api/chat/{id}/stop?submissionId=`: recorded in the store, then
@@ -179,7 +188,7 @@ async def cancel(
             "submission_ended",
             f"submission {row.id!r} has already ended ({answered_status(record)})",
         )
-    return _public(services, row, session.chat_id)
+    return _public(settings, row, session.chat_id)
 
 
 @router.delete(
@@ -188,12 +197,12 @@ async def cancel(
 )
 async def delete_old(
     session: OwnedSessionDep,
-    services: ServicesDep,
+    db: DbDep,
     tenant: TenantDep,
     completedBefore: Annotated[datetime, Query()],  # noqa: N803 - wire name
 ) -> SubmissionsDeleted:
     deleted = await delete_ended(
-        services.db,
+        db,
         tenant_id=tenant,
         session_id=session.id,
         completed_before=completedBefore.timestamp(),
@@ -210,17 +219,18 @@ async def delete_old(
 async def stream(
     session: OwnedSessionDep,
     submission_id: SubmissionIdPath,
-    services: ServicesDep,
+    db: DbDep,
+    watcher: WatcherDep,
     tenant: TenantDep,
     last_event_id: Annotated[str | None, Header(max_length=100)] = None,
     after: Annotated[int | None, Query(ge=-1, le=MAX_SEQ)] = None,
 ) -> Response:
     """As the chat resume (`Last-Event-ID` or `?after=`), for this submission only: a queued
     one's stream waits for its turn, an ended one replays and ends."""
-    row = await _owned(services, tenant, session, submission_id)
+    row = await _owned(db, tenant, session, submission_id)
     return await stream_response(
-        services.db,
-        services.watcher,
+        db,
+        watcher,
         message_id=row.assistant_message_id,
         submission_id=row.id,
         cursor=cursor_from(last_event_id, after),
@@ -232,12 +242,12 @@ async def stream(
     summary="Start the conversation afresh: stop the running turn, skip the queued ones",
 )
 async def clear(
-    session: OwnedSessionDep, services: ServicesDep, lifecycle: LifecycleDep, tenant: TenantDep
+    session: OwnedSessionDep, db: DbDep, lifecycle: LifecycleDep, tenant: TenantDep
 ) -> ClearResult:
     """The active path becomes empty (earlier messages stay in the session's tree, off the
     path); the running turn is stopped (its partial is kept, off the path too); each queued
     submission ends `skipped` without running."""
-    skipped = await clear_session(services.db, tenant_id=tenant, session_id=session.id)
+    skipped = await clear_session(db, tenant_id=tenant, session_id=session.id)
     if session.running_submission_id is not None:
         await lifecycle.stop(session_id=session.id, submission_id=session.running_submission_id)
     await lifecycle.skip(skipped)

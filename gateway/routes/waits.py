@@ -6,7 +6,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path
 
 from gateway.body_limits import body_limit, message_bytes
-from gateway.deps import OwnedSessionDep, ServicesDep, TenantDep
+from gateway.deps import DbDep, OwnedSessionDep, TemporalDep, TenantDep
 from gateway.schemas import (
     ApprovalAnswer,
     ApprovalPublic,
@@ -51,9 +51,9 @@ def _common(row: ToolWait) -> dict[str, Any]:
 
 @router.get("/{session_id}/approvals", summary="The approvals the session's turn waits on")
 async def pending_approvals(
-    session: OwnedSessionDep, services: ServicesDep, tenant: TenantDep
+    session: OwnedSessionDep, db: DbDep, tenant: TenantDep
 ) -> list[ApprovalPublic]:
-    rows = await list_pending(services.db, tenant_id=tenant, session_id=session.id, kind="approval")
+    rows = await list_pending(db, tenant_id=tenant, session_id=session.id, kind="approval")
     return [ApprovalPublic(approvalId=row.id, **_common(row)) for row in rows]
 
 
@@ -65,13 +65,15 @@ async def answer_approval(
     answer: ApprovalAnswer,
     session: OwnedSessionDep,
     approval_id: WaitIdPath,
-    services: ServicesDep,
+    db: DbDep,
+    client: TemporalDep,
     tenant: TenantDep,
 ) -> WaitAnswerResult:
     """The same answer twice is idempotent (`changed: false`); another answer after the first
     is a 409, as is one after the approval expired or its turn ended; an unknown id a 404."""
     (done,) = await record_answers(
-        services,
+        db,
+        client,
         tenant,
         session.id,
         [
@@ -85,9 +87,9 @@ async def answer_approval(
 
 @router.get("/{session_id}/tool-calls", summary="The client tool calls the session's turn waits on")
 async def pending_client_calls(
-    session: OwnedSessionDep, services: ServicesDep, tenant: TenantDep
+    session: OwnedSessionDep, db: DbDep, tenant: TenantDep
 ) -> list[ClientToolCallPublic]:
-    rows = await list_pending(services.db, tenant_id=tenant, session_id=session.id, kind="client")
+    rows = await list_pending(db, tenant_id=tenant, session_id=session.id, kind="client")
     return [ClientToolCallPublic(**_common(row)) for row in rows]
 
 
@@ -100,13 +102,15 @@ async def answer_client_call(
     answer: ClientToolOutput,
     session: OwnedSessionDep,
     tool_call_id: ToolCallIdPath,
-    services: ServicesDep,
+    db: DbDep,
+    client: TemporalDep,
     tenant: TenantDep,
 ) -> WaitAnswerResult:
     """As for approvals: a repeat is idempotent, a different second answer is a 409. The body
     may be up to `PERDURE_MAX_MESSAGE_BYTES`."""
     (done,) = await record_answers(
-        services,
+        db,
+        client,
         tenant,
         session.id,
         [
