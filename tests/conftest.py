@@ -11,7 +11,10 @@ from perdure.domain.turn_labels import TURN_ATTRIBUTES
 from perdure.runtime.temporal_dev import temporal_binary
 from perdure.testing.stack import Stack, running_stack
 from tests.databases import database_url
-from tests.fakeprovider_fixtures import fake_provider  # noqa: F401 - a shared fixture
+from tests.fakeprovider_fixtures import (  # noqa: F401 - shared fixtures
+    fake_provider,
+    fake_provider_config,
+)
 from tests.served import STACK_AGENTS
 
 

@@ -1,15 +1,18 @@
 """Pytest fixtures and helpers for tests that talk to the fake provider.
 
-Import the fixtures from a conftest:
-`from tests.fakeprovider_fixtures import fake_provider, fake_provider_env  # noqa: F401`
+Import the fixtures from a conftest (tests/conftest.py does):
+`from tests.fakeprovider_fixtures import fake_provider, fake_provider_config  # noqa: F401`
 """
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from activities.providers.base import ModelRequest, Provider, ProviderError
+from activities.providers.config import ProviderConfig
 from perdure.domain.provider_events import ProviderEvent, TextDelta
 from perdure.testing.fakeprovider.server import FakeProvider
 
@@ -21,12 +24,23 @@ def fake_provider() -> Iterator[FakeProvider]:
         yield provider
 
 
-@pytest.fixture
-def fake_provider_env(fake_provider: FakeProvider, monkeypatch: pytest.MonkeyPatch) -> FakeProvider:
-    """The fake provider, with OPENAI_* and ANTHROPIC_* pointing the SDKs at it for this test."""
-    for name, value in fake_provider.env().items():
-        monkeypatch.setenv(name, value)
-    return fake_provider
+def config_for(fake: FakeProvider, **changes: Any) -> ProviderConfig:
+    """A `ProviderConfig` pointing both SDKs at `fake` (its OpenAI-compatible URL, a fake key),
+    with `changes` (e.g. `openai_base_url=fake.vllm_base_url, openai_continuation="vllm"`)."""
+    key = SecretStr("fake-key")
+    fields: dict[str, Any] = {
+        "openai_api_key": key,
+        "openai_base_url": fake.openai_base_url,
+        "anthropic_api_key": key,
+        "anthropic_base_url": fake.anthropic_base_url,
+    }
+    return ProviderConfig(**(fields | changes))
+
+
+@pytest.fixture(scope="session")
+def fake_provider_config(fake_provider: FakeProvider) -> ProviderConfig:
+    """The provider configuration of the fake provider (`config_for` without changes)."""
+    return config_for(fake_provider)
 
 
 def tag() -> str:

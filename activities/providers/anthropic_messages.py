@@ -54,6 +54,7 @@ from anthropic.types import (
 from activities.providers.base import ModelRequest, ProviderError
 from activities.providers.clients import anthropic_client
 from activities.providers.common import FinishReason, parse_arguments, translate_errors
+from activities.providers.config import ProviderConfig
 from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, INSTRUCTION, Continuation
 from perdure.domain.conversation import AssistantItem, ToolResultItem, UserItem
 from perdure.domain.overlap import OverlapTrimmer
@@ -259,9 +260,10 @@ class AnthropicMessagesProvider:
     supports_cancel = False
     continuation = PREFILL
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, *, config: ProviderConfig) -> None:
         self.model = model
         self.label = f"anthropic:{model}"
+        self.config = config
 
     def continuation_for(self, request: ModelRequest) -> Continuation:
         return INSTRUCTION if continues_by_instruction(request) else PREFILL
@@ -274,7 +276,7 @@ class AnthropicMessagesProvider:
             yield event
 
     async def _events(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
-        client = anthropic_client()
+        client = anthropic_client(self.config)
         tools = anthropic_tools(request)
         messages = anthropic_messages(request)
         thinking = anthropic_thinking(request, messages)

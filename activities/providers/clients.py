@@ -1,52 +1,63 @@
-"""Official SDK clients, configured from the SDKs' own environment variables and cached.
+"""Official SDK clients, built from a `ProviderConfig` and cached.
 
-Retries are off (`max_retries=0`): Temporal's retry policy owns them. A client's connection
-pool belongs to the event loop that used it, so the cache is kept per running loop.
+The key and base URL are always passed explicitly (an unset base URL is the provider's own
+endpoint), so the SDKs never fall back to their environment variables for them: the process's
+`Settings` is the one place those are read. Retries are off (`max_retries=0`): Temporal's retry
+policy owns them. A client's connection pool belongs to the event loop that used it, so the
+cache is kept per running loop, keyed by (key, base URL).
 """
 
 import asyncio
-import os
 from asyncio import AbstractEventLoop
 from weakref import WeakKeyDictionary
 
 import anthropic
 import httpx2
 import openai
+from pydantic import SecretStr
 
 from activities.providers.base import ProviderError
+from activities.providers.config import ProviderConfig
 
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
 _TIMEOUT = httpx2.Timeout(600.0, connect=10.0, read=120.0)
 
-_OpenAIClients = dict[tuple[str, str], openai.AsyncOpenAI]
-_AnthropicClients = dict[tuple[str, str], anthropic.AsyncAnthropic]
+_OpenAIClients = dict[tuple[SecretStr, str], openai.AsyncOpenAI]
+_AnthropicClients = dict[tuple[SecretStr, str], anthropic.AsyncAnthropic]
 _openai: WeakKeyDictionary[AbstractEventLoop, _OpenAIClients] = WeakKeyDictionary()
 _anthropic: WeakKeyDictionary[AbstractEventLoop, _AnthropicClients] = WeakKeyDictionary()
 
 
-def _required(variable: str, provider: str) -> str:
-    value = os.environ.get(variable, "").strip()
-    if not value:
+def _required(key: SecretStr | None, variable: str, provider: str) -> SecretStr:
+    if key is None or not key.get_secret_value():
         raise ProviderError(
             f"{provider}: the environment variable {variable} is not set; "
             f"set it to use {provider} models, or use the offline `demo` model.",
             retryable=False,
         )
-    return value
+    return key
 
 
-def openai_client() -> openai.AsyncOpenAI:
-    """An `AsyncOpenAI` from OPENAI_API_KEY / OPENAI_BASE_URL; ProviderError without a key."""
-    key = (_required("OPENAI_API_KEY", "openai"), os.environ.get("OPENAI_BASE_URL", ""))
+def openai_client(config: ProviderConfig) -> openai.AsyncOpenAI:
+    """An `AsyncOpenAI` with `config`'s OpenAI key and base URL; ProviderError without a key."""
+    key = _required(config.openai_api_key, "OPENAI_API_KEY", "openai")
+    base_url = config.openai_base_url or OPENAI_DEFAULT_BASE_URL
     clients = _openai.setdefault(asyncio.get_running_loop(), {})
-    if key not in clients:
-        clients[key] = openai.AsyncOpenAI(max_retries=0, timeout=_TIMEOUT)
-    return clients[key]
+    if (key, base_url) not in clients:
+        clients[key, base_url] = openai.AsyncOpenAI(
+            api_key=key.get_secret_value(), base_url=base_url, max_retries=0, timeout=_TIMEOUT
+        )
+    return clients[key, base_url]
 
 
-def anthropic_client() -> anthropic.AsyncAnthropic:
-    """An `AsyncAnthropic` from ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL; ProviderError if no key."""
-    key = (_required("ANTHROPIC_API_KEY", "anthropic"), os.environ.get("ANTHROPIC_BASE_URL", ""))
+def anthropic_client(config: ProviderConfig) -> anthropic.AsyncAnthropic:
+    """An `AsyncAnthropic` with `config`'s Anthropic key and base URL; ProviderError if no key."""
+    key = _required(config.anthropic_api_key, "ANTHROPIC_API_KEY", "anthropic")
+    base_url = config.anthropic_base_url or ANTHROPIC_DEFAULT_BASE_URL
     clients = _anthropic.setdefault(asyncio.get_running_loop(), {})
-    if key not in clients:
-        clients[key] = anthropic.AsyncAnthropic(max_retries=0, timeout=_TIMEOUT)
-    return clients[key]
+    if (key, base_url) not in clients:
+        clients[key, base_url] = anthropic.AsyncAnthropic(
+            api_key=key.get_secret_value(), base_url=base_url, max_retries=0, timeout=_TIMEOUT
+        )
+    return clients[key, base_url]

@@ -20,6 +20,12 @@ from pydantic import BaseModel
 
 Mechanism = Literal["resume", "prefill", "instruction"]
 
+ChatContinuation = Literal["instruction", "vllm", "deepseek"]
+"""How `openai:` (Chat Completions) models continue a partial answer: `instruction` (the only
+way the real OpenAI API allows), `vllm` (`continue_final_message`) or `deepseek` (`prefix:
+true`); chosen by `PERDURE_OPENAI_CONTINUATION` (`activities/providers/config.py`)."""
+CHAT_CONTINUATIONS: tuple[ChatContinuation, ...] = ("instruction", "vllm", "deepseek")
+
 
 class Continuation(BaseModel, frozen=True):
     """How a partial answer is continued, and whether the result is exactly one answer."""

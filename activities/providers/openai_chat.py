@@ -7,7 +7,7 @@ stops (`CONTINUE_INSTRUCTION`), and what the model repeats of the partial is tri
 (`domain.overlap`). Best effort.
 
 Servers that really continue a final assistant message opt in with `PERDURE_OPENAI_CONTINUATION`
-(read by the registry):
+(`ProviderConfig.openai_continuation`, from the process's settings):
 
 - `vllm`: vLLM's extra request parameters `continue_final_message: true` and
   `add_generation_prompt: false` (both needed: vLLM refuses `continue_final_message` together
@@ -25,7 +25,7 @@ supplied: continue_final_message`), so they are never sent by default.
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import httpx2
 import openai
@@ -45,7 +45,13 @@ from activities.providers.common import (
     parse_arguments,
     translate_errors,
 )
-from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, INSTRUCTION, Continuation
+from activities.providers.config import ProviderConfig
+from activities.providers.continuation_modes import (
+    CONTINUE_INSTRUCTION,
+    INSTRUCTION,
+    ChatContinuation,
+    Continuation,
+)
 from activities.providers.sse import event_data
 from perdure.domain.conversation import AssistantItem, UserItem
 from perdure.domain.overlap import OverlapTrimmer
@@ -57,9 +63,6 @@ from perdure.domain.provider_events import (
     ToolCallEnd,
     ToolCallStart,
 )
-
-ChatContinuation = Literal["instruction", "vllm", "deepseek"]
-CHAT_CONTINUATIONS: tuple[ChatContinuation, ...] = ("instruction", "vllm", "deepseek")
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -221,13 +224,12 @@ class OpenAIChatProvider:
     supports_resume = False
     supports_cancel = False
 
-    def __init__(self, model: str, continuation: ChatContinuation = "instruction") -> None:
-        if continuation not in _DECLARED:
-            raise ValueError(f"unknown Chat Completions continuation {continuation!r}")
+    def __init__(self, model: str, *, config: ProviderConfig) -> None:
         self.model = model
         self.label = f"openai:{model}"
-        self.mode: ChatContinuation = continuation
-        self.continuation = _DECLARED[continuation]
+        self.config = config
+        self.mode: ChatContinuation = config.openai_continuation
+        self.continuation = _DECLARED[self.mode]
 
     def continuation_for(self, request: ModelRequest) -> Continuation:
         return self.continuation
@@ -240,7 +242,7 @@ class OpenAIChatProvider:
             yield event
 
     async def _events(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
-        client = openai_client()
+        client = openai_client(self.config)
         tools = chat_tools(request)
         continuing = bool(request.prefill)
         body: dict[str, Any] = {

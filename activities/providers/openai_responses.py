@@ -50,6 +50,7 @@ from activities.providers.common import (
     parse_arguments,
     translate_errors,
 )
+from activities.providers.config import ProviderConfig
 from activities.providers.continuation_modes import (
     CONTINUE_INSTRUCTION,
     INSTRUCTION,
@@ -231,9 +232,10 @@ class OpenAIResponsesProvider:
     supports_cancel = True
     continuation = RESUME
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, *, config: ProviderConfig) -> None:
         self.model = model
         self.label = f"openai-responses:{model}"
+        self.config = config
 
     def continuation_for(self, request: ModelRequest) -> Continuation:
         return INSTRUCTION if request.prefill and request.resume is None else RESUME
@@ -242,7 +244,7 @@ class OpenAIResponsesProvider:
         """Cancel the background response `response_id`; nothing happens if it already finished
         or was cancelled. Any other failure (unknown id, transport) is a `ProviderError`."""
         try:
-            await openai_client().responses.cancel(response_id)
+            await openai_client(self.config).responses.cancel(response_id)
         except openai.APIStatusError as exc:
             body = exc.body
             said = str(body.get("message", "")) if isinstance(body, dict) else str(exc)
@@ -260,7 +262,7 @@ class OpenAIResponsesProvider:
             yield event
 
     async def _events(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
-        client = openai_client()
+        client = openai_client(self.config)
         reader = _Reader(label=self.label)
         if request.resume is None and request.prefill:
             reader.trim = OverlapTrimmer(request.prefill)

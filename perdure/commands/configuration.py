@@ -21,6 +21,9 @@ def configured() -> Settings:
             f"{'.'.join(str(part) for part in problem['loc'])}: "
             f"{problem['msg'].removeprefix('Value error, ')}"
             for problem in error.errors(include_url=False, include_input=False)
+            # A default computed from other fields is not computed once one of them is invalid:
+            # that one is the problem named.
+            if problem["type"] != "default_factory_not_called"
         )
         raise SystemExit(f"perdure: invalid configuration: {problems}") from None
     if settings.log_format == "json":

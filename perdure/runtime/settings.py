@@ -2,7 +2,6 @@
 
 import hashlib
 import hmac
-import os
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -13,15 +12,18 @@ from pydantic import Field, GetCoreSchemaHandler, SecretStr, field_validator, mo
 from pydantic_core import core_schema
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from activities.providers.config import ProviderConfig, blank_is_unset, chat_continuation
+from activities.providers.continuation_modes import ChatContinuation
 from perdure.domain.access import Rate, parse_origins
 from perdure.domain.names import DEFAULT_TASK_QUEUE, turn_workflow_id
 from storage.urls import default_sqlite_url
 
 
-def _default_model() -> str:
-    if os.environ.get("OPENAI_API_KEY"):
+def _default_model(fields: dict[str, Any]) -> str:
+    """`PERDURE_MODEL` when unset: from the provider keys among the already validated `fields`."""
+    if fields.get("openai_api_key") is not None:
         return "openai:gpt-4.1-mini"
-    if os.environ.get("ANTHROPIC_API_KEY"):
+    if fields.get("anthropic_api_key") is not None:
         return "anthropic:claude-sonnet-4-5"
     return "demo"
 
@@ -127,7 +129,20 @@ class Settings(BaseSettings):
     task_queue: str = Field(default=DEFAULT_TASK_QUEUE, alias="PERDURE_TASK_QUEUE")
     data_dir: Path = Field(default=Path(".perdure"), alias="PERDURE_DATA_DIR")
     database_url: str | None = Field(default=None, alias="PERDURE_DATABASE_URL")
+    # Provider keys: before `model`, whose default depends on them
+    openai_api_key: SecretStr | None = Field(default=None, alias="OPENAI_API_KEY")
+    openai_base_url: str | None = Field(default=None, alias="OPENAI_BASE_URL")
+    """For OpenAI-compatible servers (vLLM, Ollama, DeepSeek, …); unset: the OpenAI API."""
+    anthropic_api_key: SecretStr | None = Field(default=None, alias="ANTHROPIC_API_KEY")
+    anthropic_base_url: str | None = Field(default=None, alias="ANTHROPIC_BASE_URL")
     model: str = Field(default_factory=_default_model, alias="PERDURE_MODEL")
+    """Unset: `openai:gpt-4.1-mini` with an OpenAI key, else `anthropic:claude-sonnet-4-5` with
+    an Anthropic key, else `demo`."""
+    openai_continuation: ChatContinuation = Field(
+        default="instruction", alias="PERDURE_OPENAI_CONTINUATION"
+    )
+    """How `openai:` models continue a partial answer: `instruction`, `vllm` or `deepseek`
+    (activities/providers/openai_chat.py)."""
     agents: str | None = Field(default=None, alias="PERDURE_AGENTS")
     """Comma-separated module paths whose `Agent` subclasses are served."""
     default_agent: str = Field(default="default", alias="PERDURE_DEFAULT_AGENT")
@@ -188,6 +203,22 @@ class Settings(BaseSettings):
     """`http/protobuf` (the default) or `grpc`; the traces one wins."""
     otel_sdk_disabled: bool = Field(default=False, alias="OTEL_SDK_DISABLED")
     """True turns tracing off even with an endpoint set."""
+
+    @field_validator(
+        "openai_api_key",
+        "openai_base_url",
+        "anthropic_api_key",
+        "anthropic_base_url",
+        mode="before",
+    )
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        return blank_is_unset(value)
+
+    @field_validator("openai_continuation", mode="before")
+    @classmethod
+    def _known_continuation(cls, value: object) -> ChatContinuation:
+        return chat_continuation(value)
 
     @field_validator("rate_limit", mode="before")
     @classmethod
@@ -258,6 +289,16 @@ class Settings(BaseSettings):
         return (
             self.otlp_endpoint is not None or self.otlp_traces_endpoint is not None
         ) and not self.otel_sdk_disabled
+
+    def provider_config(self) -> ProviderConfig:
+        """The provider keys and settings the worker's model adapters use."""
+        return ProviderConfig(
+            openai_api_key=self.openai_api_key,
+            openai_base_url=self.openai_base_url,
+            anthropic_api_key=self.anthropic_api_key,
+            anthropic_base_url=self.anthropic_base_url,
+            openai_continuation=self.openai_continuation,
+        )
 
     def chunk_retention(self) -> timedelta | None:
         """None when closed chunk logs are kept forever."""

@@ -4,6 +4,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from temporalio import activity
@@ -107,7 +108,8 @@ def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[
         # and it commits them together, one transaction per flush (storage/log_appender.py).
         appender=services.appender,
         default_model=services.settings.model,
-        provider_for=provider_for,
+        # The provider keys and settings were read once, with every other setting.
+        provider_for=partial(provider_for, config=services.settings.provider_config()),
     )
     sub_agents = SubAgentActivities(db=db, bus=bus, agents=agents, lifecycle=lifecycle)
     return [

@@ -8,6 +8,7 @@ from activities.providers.anthropic_messages import (
     anthropic_messages,
 )
 from activities.providers.base import ModelRequest, ProviderError
+from activities.providers.config import ProviderConfig
 from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, INSTRUCTION
 from perdure.domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
 from perdure.domain.provider_events import (
@@ -23,15 +24,18 @@ from perdure.testing.fakeprovider.server import FakeProvider
 from tests.fakeprovider_fixtures import (
     collect,
     collect_until_error,
+    config_for,
     count_to,
-    fake_provider_env,  # noqa: F401 - fixture
     tag,
     text_of,
 )
 
-pytestmark = pytest.mark.usefixtures("fake_provider_env")
 
-provider = AnthropicMessagesProvider("fake-claude")
+@pytest.fixture(scope="module")
+def provider(fake_provider_config: ProviderConfig) -> AnthropicMessagesProvider:
+    return AnthropicMessagesProvider("fake-claude", config=fake_provider_config)
+
+
 SEARCH = ToolSpec(name="search", description="Search", parameters={"type": "object"})
 
 
@@ -39,7 +43,9 @@ def ask(text: str, **fields: object) -> ModelRequest:
     return ModelRequest(model="fake-claude", conversation=[UserItem(text=text)], **fields)
 
 
-async def test_streams_text_word_by_word_then_finishes_with_usage() -> None:
+async def test_streams_text_word_by_word_then_finishes_with_usage(
+    provider: AnthropicMessagesProvider,
+) -> None:
     events = await collect(provider, ask("good morning", system="Be kind."))
     assert [e.text for e in events if isinstance(e, TextDelta)] == [
         "You",
@@ -50,7 +56,9 @@ async def test_streams_text_word_by_word_then_finishes_with_usage() -> None:
     assert events[-1] == Finish(reason="stop", input_tokens=4, output_tokens=4)
 
 
-async def test_a_tool_use_block_is_reported_as_start_deltas_end() -> None:
+async def test_a_tool_use_block_is_reported_as_start_deltas_end(
+    provider: AnthropicMessagesProvider,
+) -> None:
     events = await collect(provider, ask('@tool search {"q": "otters"}', tools=[SEARCH]))
     start, *deltas, end, finish = events
     assert isinstance(start, ToolCallStart) and start.id.startswith("toolu_")
@@ -60,7 +68,9 @@ async def test_a_tool_use_block_is_reported_as_start_deltas_end() -> None:
     assert finish.output_tokens == len(deltas)
 
 
-async def test_parallel_tool_results_lead_to_the_answer() -> None:
+async def test_parallel_tool_results_lead_to_the_answer(
+    provider: AnthropicMessagesProvider,
+) -> None:
     text = "@parallel\n@tool search {}\n@tool search {}"
     calls = [ToolCall(id="t1", name="search"), ToolCall(id="t2", name="search")]
     request = ModelRequest(
@@ -77,25 +87,31 @@ async def test_parallel_tool_results_lead_to_the_answer() -> None:
     assert answer == "Tool search returned: a Tool search returned: b"
 
 
-async def test_prefill_with_trailing_space_completes_the_count_exactly() -> None:
+async def test_prefill_with_trailing_space_completes_the_count_exactly(
+    provider: AnthropicMessagesProvider,
+) -> None:
     prefill = "1 2 3 4 5 "
     events = await collect(provider, ask("@count 9", prefill=prefill))
     assert prefill + text_of(events) == count_to(9)
 
 
-async def test_prefill_ending_mid_number_completes_the_count_exactly() -> None:
+async def test_prefill_ending_mid_number_completes_the_count_exactly(
+    provider: AnthropicMessagesProvider,
+) -> None:
     prefill = "1 2 3 4 5 6 7 8 9 10 1"
     events = await collect(provider, ask("@count 14", prefill=prefill))
     assert prefill + text_of(events) == count_to(14)
 
 
-def test_a_prefill_is_declared_exact() -> None:
+def test_a_prefill_is_declared_exact(provider: AnthropicMessagesProvider) -> None:
     assert provider.continuation.mechanism == "prefill" and provider.continuation.exact
     assert provider.continuation_for(ask("x", prefill="y")) == provider.continuation
     assert provider.supports_cancel is False
 
 
-async def test_thinking_streams_reasoning_before_the_answer(fake_provider: FakeProvider) -> None:
+async def test_thinking_streams_reasoning_before_the_answer(
+    provider: AnthropicMessagesProvider, fake_provider: FakeProvider
+) -> None:
     text = f"@count 3 {tag()}"
     events = await collect(provider, ask(text, thinking_budget_tokens=2048))
     reasoning = [e for e in events if isinstance(e, ReasoningDelta)]
@@ -109,6 +125,7 @@ async def test_thinking_streams_reasoning_before_the_answer(fake_provider: FakeP
 
 
 async def test_with_thinking_a_partial_is_continued_by_instruction_never_a_prefill(
+    provider: AnthropicMessagesProvider,
     fake_provider: FakeProvider,
 ) -> None:
     text = f"@count 10 {tag()}"
@@ -124,19 +141,24 @@ async def test_with_thinking_a_partial_is_continued_by_instruction_never_a_prefi
     ]
 
 
-async def test_a_thinking_budget_below_1024_is_refused_by_the_api() -> None:
+async def test_a_thinking_budget_below_1024_is_refused_by_the_api(
+    provider: AnthropicMessagesProvider,
+) -> None:
     with pytest.raises(ProviderError, match="greater than or equal to 1024") as caught:
         await collect(provider, ask("hello", thinking_budget_tokens=512))
     assert not caught.value.retryable and caught.value.status == 400
 
 
-async def test_a_thinking_budget_not_below_max_tokens_is_refused_by_the_api() -> None:
+async def test_a_thinking_budget_not_below_max_tokens_is_refused_by_the_api(
+    provider: AnthropicMessagesProvider,
+) -> None:
     request = ask("hello", thinking_budget_tokens=2048, max_output_tokens=2048)
     with pytest.raises(ProviderError, match="must be greater than `thinking.budget_tokens`"):
         await collect(provider, request)
 
 
 async def test_thinking_is_left_out_of_a_request_that_continues_a_tool_loop(
+    provider: AnthropicMessagesProvider,
     fake_provider: FakeProvider,
 ) -> None:
     text = f"@tool search {{}} {tag()}"
@@ -155,38 +177,42 @@ async def test_thinking_is_left_out_of_a_request_that_continues_a_tool_loop(
     assert "thinking" not in sent.body
 
 
-async def test_a_midstream_overload_is_retryable() -> None:
+async def test_a_midstream_overload_is_retryable(provider: AnthropicMessagesProvider) -> None:
     events, error = await collect_until_error(provider, ask(f"@count 9 @midstream_error 3 {tag()}"))
     assert text_of(events) == "1 2 3"
     assert error.retryable
     assert "overloaded" in str(error)
 
 
-async def test_overloaded_status_529_is_retryable() -> None:
+async def test_overloaded_status_529_is_retryable(provider: AnthropicMessagesProvider) -> None:
     with pytest.raises(ProviderError) as caught:
         await collect(provider, ask(f"@fail 529 {tag()}"))
     assert caught.value.retryable and caught.value.status == 529
 
 
-async def test_rate_limit_is_retryable_with_retry_after() -> None:
+async def test_rate_limit_is_retryable_with_retry_after(
+    provider: AnthropicMessagesProvider,
+) -> None:
     with pytest.raises(ProviderError) as caught:
         await collect(provider, ask(f"@fail 429 retry-after=7 {tag()}"))
     assert caught.value.retryable and caught.value.retry_after == 7.0
 
 
-async def test_bad_request_is_not_retryable() -> None:
+async def test_bad_request_is_not_retryable(provider: AnthropicMessagesProvider) -> None:
     with pytest.raises(ProviderError) as caught:
         await collect(provider, ask(f"@fail 400 {tag()}"))
     assert not caught.value.retryable and caught.value.status == 400
 
 
-async def test_a_rejected_prefill_is_flagged() -> None:
+async def test_a_rejected_prefill_is_flagged(provider: AnthropicMessagesProvider) -> None:
     with pytest.raises(ProviderError) as caught:
         await collect(provider, ask("@count 6 @reject_prefill", prefill="1 2 3"))
     assert caught.value.prefill_rejected and not caught.value.retryable
 
 
-async def test_a_dropped_connection_is_retryable(fake_provider: FakeProvider) -> None:
+async def test_a_dropped_connection_is_retryable(
+    provider: AnthropicMessagesProvider, fake_provider: FakeProvider
+) -> None:
     text = f"@count 8 @disconnect_after 3 {tag()}"
     events, error = await collect_until_error(provider, ask(text))
     assert error.retryable
@@ -195,10 +221,11 @@ async def test_a_dropped_connection_is_retryable(fake_provider: FakeProvider) ->
     assert fake_provider.deltas_for(text) == 8
 
 
-async def test_a_missing_api_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("ANTHROPIC_API_KEY")
+async def test_a_missing_api_key_names_the_variable(fake_provider: FakeProvider) -> None:
+    config = config_for(fake_provider, anthropic_api_key=None)
+    keyless = AnthropicMessagesProvider("fake-claude", config=config)
     with pytest.raises(ProviderError, match="ANTHROPIC_API_KEY") as caught:
-        await collect(provider, ask("hello"))
+        await collect(keyless, ask("hello"))
     assert not caught.value.retryable
 
 

@@ -3,6 +3,7 @@
 import pytest
 
 from activities.providers.base import ModelRequest, ProviderError
+from activities.providers.config import ProviderConfig
 from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, Continuation
 from activities.providers.openai_chat import OpenAIChatProvider, ToolCallAccumulator, chat_messages
 from perdure.domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
@@ -17,15 +18,18 @@ from perdure.testing.fakeprovider.server import FakeProvider
 from tests.fakeprovider_fixtures import (
     collect,
     collect_until_error,
+    config_for,
     count_to,
-    fake_provider_env,  # noqa: F401 - fixture
     tag,
     text_of,
 )
 
-pytestmark = pytest.mark.usefixtures("fake_provider_env")
 
-provider = OpenAIChatProvider("fake-model")
+@pytest.fixture(scope="module")
+def provider(fake_provider_config: ProviderConfig) -> OpenAIChatProvider:
+    return OpenAIChatProvider("fake-model", config=fake_provider_config)
+
+
 WEATHER = ToolSpec(
     name="get_weather",
     description="Weather for a city",
@@ -33,11 +37,18 @@ WEATHER = ToolSpec(
 )
 
 
+def vllm_config(fake: FakeProvider) -> ProviderConfig:
+    """The fake provider's vLLM-like server, with the `vllm` continuation."""
+    return config_for(fake, openai_base_url=fake.vllm_base_url, openai_continuation="vllm")
+
+
 def ask(text: str, **fields: object) -> ModelRequest:
     return ModelRequest(model="fake-model", conversation=[UserItem(text=text)], **fields)
 
 
-async def test_streams_text_word_by_word_then_finishes_with_usage() -> None:
+async def test_streams_text_word_by_word_then_finishes_with_usage(
+    provider: OpenAIChatProvider,
+) -> None:
     events = await collect(provider, ask("hello world"))
     assert [e.text for e in events if isinstance(e, TextDelta)] == [
         "You",
@@ -48,7 +59,7 @@ async def test_streams_text_word_by_word_then_finishes_with_usage() -> None:
     assert events[-1] == Finish(reason="stop", input_tokens=2, output_tokens=4)
 
 
-async def test_a_tool_call_is_reported_as_start_deltas_end() -> None:
+async def test_a_tool_call_is_reported_as_start_deltas_end(provider: OpenAIChatProvider) -> None:
     events = await collect(provider, ask('@tool get_weather {"city": "Paris"}', tools=[WEATHER]))
     start, *deltas, end, finish = events
     assert isinstance(start, ToolCallStart) and start.name == "get_weather"
@@ -61,7 +72,7 @@ async def test_a_tool_call_is_reported_as_start_deltas_end() -> None:
     assert isinstance(finish, Finish) and finish.reason == "tool-calls"
 
 
-async def test_a_tool_result_leads_to_the_answer() -> None:
+async def test_a_tool_result_leads_to_the_answer(provider: OpenAIChatProvider) -> None:
     text = '@tool get_weather {"city": "Paris"}'
     call = ToolCall(id="call_1", name="get_weather", arguments={"city": "Paris"})
     request = ModelRequest(
@@ -76,13 +87,16 @@ async def test_a_tool_result_leads_to_the_answer() -> None:
     assert text_of(await collect(provider, request)) == "Tool get_weather returned: sunny"
 
 
-async def test_prefill_continuation_completes_the_count_exactly() -> None:
+async def test_prefill_continuation_completes_the_count_exactly(
+    provider: OpenAIChatProvider,
+) -> None:
     prefill = "1 2 3 4 5 6 7 8 9 10 1"
     events = await collect(provider, ask("@count 20", prefill=prefill))
     assert prefill + text_of(events) == count_to(20)
 
 
 async def test_a_partial_is_continued_by_instruction_with_the_repeat_trimmed(
+    provider: OpenAIChatProvider,
     fake_provider: FakeProvider,
 ) -> None:
     text = f"@count 9 {tag()}"
@@ -96,7 +110,7 @@ async def test_a_partial_is_continued_by_instruction_with_the_repeat_trimmed(
     assert "continue_final_message" not in request.body
 
 
-def test_the_instruction_continuation_is_declared_best_effort() -> None:
+def test_the_instruction_continuation_is_declared_best_effort(provider: OpenAIChatProvider) -> None:
     assert provider.continuation_for(ask("x", prefill="y")) == Continuation(
         mechanism="instruction",
         exact=False,
@@ -105,11 +119,8 @@ def test_the_instruction_continuation_is_declared_best_effort() -> None:
     assert provider.supports_cancel is False
 
 
-async def test_vllm_continues_the_final_message_exactly(
-    fake_provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OPENAI_BASE_URL", fake_provider.vllm_base_url)
-    vllm = OpenAIChatProvider("fake-model", continuation="vllm")
+async def test_vllm_continues_the_final_message_exactly(fake_provider: FakeProvider) -> None:
+    vllm = OpenAIChatProvider("fake-model", config=vllm_config(fake_provider))
     text = f"@count 12 {tag()}"
     events = await collect(vllm, ask(text, prefill="1 2 3 4 5 6 7 8 9 1"))
     assert "1 2 3 4 5 6 7 8 9 1" + text_of(events) == count_to(12)
@@ -121,11 +132,13 @@ async def test_vllm_continues_the_final_message_exactly(
     assert vllm.continuation.exact
 
 
-async def test_deepseek_continues_a_prefix_message_exactly(
-    fake_provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OPENAI_BASE_URL", fake_provider.deepseek_base_url)
-    deepseek = OpenAIChatProvider("fake-model", continuation="deepseek")
+async def test_deepseek_continues_a_prefix_message_exactly(fake_provider: FakeProvider) -> None:
+    config = config_for(
+        fake_provider,
+        openai_base_url=fake_provider.deepseek_base_url,
+        openai_continuation="deepseek",
+    )
+    deepseek = OpenAIChatProvider("fake-model", config=config)
     text = f"@count 8 {tag()}"
     events = await collect(deepseek, ask(text, prefill="1 2 3"))
     assert "1 2 3" + text_of(events) == count_to(8)
@@ -133,21 +146,22 @@ async def test_deepseek_continues_a_prefix_message_exactly(
     assert request.body["messages"][-1] == {"role": "assistant", "content": "1 2 3", "prefix": True}
 
 
-async def test_the_real_openai_api_refuses_vllms_parameter() -> None:
-    vllm_on_openai = OpenAIChatProvider("fake-model", continuation="vllm")
+async def test_the_real_openai_api_refuses_vllms_parameter(fake_provider: FakeProvider) -> None:
+    config = config_for(fake_provider, openai_continuation="vllm")
+    vllm_on_openai = OpenAIChatProvider("fake-model", config=config)
     unrecognized = "Unrecognized request arguments supplied: continue_final_message"
     with pytest.raises(ProviderError, match=unrecognized) as caught:
         await collect(vllm_on_openai, ask("@count 3", prefill="1"))
     assert not caught.value.retryable and not caught.value.prefill_rejected
 
 
-async def test_max_output_tokens_finishes_with_length() -> None:
+async def test_max_output_tokens_finishes_with_length(provider: OpenAIChatProvider) -> None:
     events = await collect(provider, ask("@count 10", max_output_tokens=4))
     assert text_of(events) == "1 2 3 4"
     assert isinstance(events[-1], Finish) and events[-1].reason == "length"
 
 
-async def test_rate_limit_is_retryable_with_retry_after() -> None:
+async def test_rate_limit_is_retryable_with_retry_after(provider: OpenAIChatProvider) -> None:
     with pytest.raises(ProviderError) as caught:
         await collect(provider, ask(f"@fail 429 retry-after=2 {tag()}"))
     assert caught.value.retryable
@@ -155,35 +169,34 @@ async def test_rate_limit_is_retryable_with_retry_after() -> None:
     assert caught.value.status == 429
 
 
-async def test_server_error_is_retryable() -> None:
+async def test_server_error_is_retryable(provider: OpenAIChatProvider) -> None:
     with pytest.raises(ProviderError) as caught:
         await collect(provider, ask(f"@fail 503 {tag()}"))
     assert caught.value.retryable and caught.value.status == 503
 
 
-async def test_bad_request_is_not_retryable() -> None:
+async def test_bad_request_is_not_retryable(provider: OpenAIChatProvider) -> None:
     with pytest.raises(ProviderError) as caught:
         await collect(provider, ask(f"@fail 400 {tag()}"))
     assert not caught.value.retryable
     assert not caught.value.prefill_rejected
 
 
-async def test_a_rejected_prefill_is_flagged(
-    fake_provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OPENAI_BASE_URL", fake_provider.vllm_base_url)
-    vllm = OpenAIChatProvider("fake-model", continuation="vllm")
+async def test_a_rejected_prefill_is_flagged(fake_provider: FakeProvider) -> None:
+    vllm = OpenAIChatProvider("fake-model", config=vllm_config(fake_provider))
     with pytest.raises(ProviderError) as caught:
         await collect(vllm, ask("@count 5 @reject_prefill", prefill="1 2"))
     assert caught.value.prefill_rejected and not caught.value.retryable
 
 
-async def test_the_instruction_continuation_sends_no_prefill() -> None:
+async def test_the_instruction_continuation_sends_no_prefill(provider: OpenAIChatProvider) -> None:
     events = await collect(provider, ask("@count 5 @reject_prefill", prefill="1 2"))
     assert "1 2" + text_of(events) == count_to(5)
 
 
-async def test_a_dropped_connection_is_retryable_after_the_partial_text() -> None:
+async def test_a_dropped_connection_is_retryable_after_the_partial_text(
+    provider: OpenAIChatProvider,
+) -> None:
     events, error = await collect_until_error(
         provider, ask(f"@count 9 @disconnect_after 4 {tag()}")
     )
@@ -191,14 +204,17 @@ async def test_a_dropped_connection_is_retryable_after_the_partial_text() -> Non
     assert error.retryable
 
 
-async def test_a_missing_api_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY")
+async def test_a_missing_api_key_names_the_variable(fake_provider: FakeProvider) -> None:
+    keyless = OpenAIChatProvider(
+        "fake-model", config=config_for(fake_provider, openai_api_key=None)
+    )
     with pytest.raises(ProviderError, match="OPENAI_API_KEY") as caught:
-        await collect(provider, ask("hello"))
+        await collect(keyless, ask("hello"))
     assert not caught.value.retryable
 
 
 async def test_a_retry_after_a_drop_completes_exactly_regenerating_only_the_repeat(
+    provider: OpenAIChatProvider,
     fake_provider: FakeProvider,
 ) -> None:
     text = f"@count 12 @disconnect_after 5 {tag()}"

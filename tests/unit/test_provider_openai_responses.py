@@ -7,6 +7,7 @@ from openai.types.responses import ResponseCreatedEvent
 
 from activities.providers.base import ModelRequest, ProviderError, ResumeToken
 from activities.providers.clients import openai_client
+from activities.providers.config import ProviderConfig
 from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, INSTRUCTION, RESUME
 from activities.providers.openai_responses import OpenAIResponsesProvider, response_input
 from perdure.domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
@@ -23,14 +24,16 @@ from tests.fakeprovider_fixtures import (
     collect,
     collect_until_error,
     count_to,
-    fake_provider_env,  # noqa: F401 - fixture
     tag,
     text_of,
 )
 
-pytestmark = pytest.mark.usefixtures("fake_provider_env")
 
-provider = OpenAIResponsesProvider("fake-model")
+@pytest.fixture(scope="module")
+def provider(fake_provider_config: ProviderConfig) -> OpenAIResponsesProvider:
+    return OpenAIResponsesProvider("fake-model", config=fake_provider_config)
+
+
 LOOKUP = ToolSpec(name="lookup", description="Look it up", parameters={"type": "object"})
 
 
@@ -43,11 +46,13 @@ def last_cursor(events: list[ProviderEvent]) -> ResumeToken:
     return ResumeToken(response_id=cursor.response_id, sequence_number=cursor.sequence_number)
 
 
-def test_the_provider_supports_resume() -> None:
+def test_the_provider_supports_resume(provider: OpenAIResponsesProvider) -> None:
     assert provider.supports_resume is True
 
 
-async def test_text_streams_with_a_cursor_for_every_event() -> None:
+async def test_text_streams_with_a_cursor_for_every_event(
+    provider: OpenAIResponsesProvider,
+) -> None:
     events = await collect(provider, ask("hello world"))
     assert text_of(events) == "You said: hello world"
     cursors = [e.sequence_number for e in events if isinstance(e, ResponseCursor)]
@@ -55,7 +60,7 @@ async def test_text_streams_with_a_cursor_for_every_event() -> None:
     assert events[-1] == Finish(reason="stop", input_tokens=2, output_tokens=4)
 
 
-async def test_a_cursor_follows_the_text_it_covers() -> None:
+async def test_a_cursor_follows_the_text_it_covers(provider: OpenAIResponsesProvider) -> None:
     events = await collect(provider, ask("@count 3"))
     kinds = [e.kind for e in events if e.kind in ("text", "cursor")]
     for index, kind in enumerate(kinds):
@@ -63,7 +68,9 @@ async def test_a_cursor_follows_the_text_it_covers() -> None:
             assert kinds[index + 1] == "cursor"
 
 
-async def test_a_function_call_is_reported_as_start_deltas_end() -> None:
+async def test_a_function_call_is_reported_as_start_deltas_end(
+    provider: OpenAIResponsesProvider,
+) -> None:
     events = await collect(provider, ask('@tool lookup {"q": "tea"}', tools=[LOOKUP]))
     calls = [e for e in events if isinstance(e, ToolCallStart | ToolCallDelta | ToolCallEnd)]
     start, end = calls[0], calls[-1]
@@ -72,7 +79,9 @@ async def test_a_function_call_is_reported_as_start_deltas_end() -> None:
     assert isinstance(events[-1], Finish) and events[-1].reason == "tool-calls"
 
 
-async def test_a_function_call_output_leads_to_the_answer() -> None:
+async def test_a_function_call_output_leads_to_the_answer(
+    provider: OpenAIResponsesProvider,
+) -> None:
     call = ToolCall(id="call_9", name="lookup", arguments={"q": "tea"})
     request = ModelRequest(
         model="fake-model",
@@ -86,13 +95,16 @@ async def test_a_function_call_output_leads_to_the_answer() -> None:
     assert text_of(await collect(provider, request)) == "Tool lookup returned: green"
 
 
-async def test_prefill_continuation_completes_the_count_exactly() -> None:
+async def test_prefill_continuation_completes_the_count_exactly(
+    provider: OpenAIResponsesProvider,
+) -> None:
     prefill = "1 2 3 4 5 6 7 8 9 10 11 1"
     events = await collect(provider, ask("@count 16", prefill=prefill))
     assert prefill + text_of(events) == count_to(16)
 
 
 async def test_resume_after_a_disconnect_yields_exactly_the_rest(
+    provider: OpenAIResponsesProvider,
     fake_provider: FakeProvider,
 ) -> None:
     text = f"@count 30 @delay 5 @disconnect_after 8 {tag()}"
@@ -105,7 +117,9 @@ async def test_resume_after_a_disconnect_yields_exactly_the_rest(
     assert fake_provider.deltas_for(text) == 30
 
 
-async def test_resume_from_an_early_cursor_replays_nothing_twice() -> None:
+async def test_resume_from_an_early_cursor_replays_nothing_twice(
+    provider: OpenAIResponsesProvider,
+) -> None:
     text = f"@count 12 @delay 5 @disconnect_after 6 {tag()}"
     before, _ = await collect_until_error(provider, ask(text))
     cursors = [e for e in before if isinstance(e, ResponseCursor)]
@@ -115,7 +129,9 @@ async def test_resume_from_an_early_cursor_replays_nothing_twice() -> None:
     assert text_of(kept) + text_of(after) == count_to(12)
 
 
-async def test_resume_after_the_response_finished_server_side() -> None:
+async def test_resume_after_the_response_finished_server_side(
+    provider: OpenAIResponsesProvider,
+) -> None:
     text = f"@count 10 @delay 10 @disconnect_after 2 {tag()}"
     before, _ = await collect_until_error(provider, ask(text))
     await asyncio.sleep(0.15)
@@ -123,7 +139,9 @@ async def test_resume_after_the_response_finished_server_side() -> None:
     assert text_of(before) + text_of(after) == count_to(10)
 
 
-async def test_resume_during_a_function_call_still_ends_the_call() -> None:
+async def test_resume_during_a_function_call_still_ends_the_call(
+    provider: OpenAIResponsesProvider,
+) -> None:
     text = f'@tool lookup {{"query": "a long query string"}} @disconnect_after 2 {tag()}'
     before, _ = await collect_until_error(provider, ask(text, tools=[LOOKUP]))
     start = next(e for e in before if isinstance(e, ToolCallStart))
@@ -134,7 +152,7 @@ async def test_resume_during_a_function_call_still_ends_the_call() -> None:
     assert end.id == start.id and end.arguments == {"query": "a long query string"}
 
 
-async def test_a_cancelled_response_cannot_be_resumed() -> None:
+async def test_a_cancelled_response_cannot_be_resumed(provider: OpenAIResponsesProvider) -> None:
     text = f"@count 50 @delay 20 @disconnect_after 1 {tag()}"
     before, _ = await collect_until_error(provider, ask(text))
     token = last_cursor(before)
@@ -144,19 +162,20 @@ async def test_a_cancelled_response_cannot_be_resumed() -> None:
     assert not caught.value.retryable
 
 
-async def test_rate_limit_honours_retry_after_ms() -> None:
+async def test_rate_limit_honours_retry_after_ms(provider: OpenAIResponsesProvider) -> None:
     with pytest.raises(ProviderError) as caught:
         await collect(provider, ask(f"@fail 429 retry-after-ms=1500 {tag()}"))
     assert caught.value.retryable and caught.value.retry_after == 1.5
 
 
-async def test_bad_request_is_not_retryable() -> None:
+async def test_bad_request_is_not_retryable(provider: OpenAIResponsesProvider) -> None:
     with pytest.raises(ProviderError) as caught:
         await collect(provider, ask(f"@fail 422 {tag()}"))
     assert not caught.value.retryable and caught.value.status == 422
 
 
 async def test_a_prefill_is_continued_by_instruction_not_as_a_prefill(
+    provider: OpenAIResponsesProvider,
     fake_provider: FakeProvider,
 ) -> None:
     text = f"@count 6 @reject_prefill {tag()}"
@@ -170,7 +189,9 @@ async def test_a_prefill_is_continued_by_instruction_not_as_a_prefill(
     }
 
 
-def test_resume_is_exact_and_the_prefill_fallback_best_effort() -> None:
+def test_resume_is_exact_and_the_prefill_fallback_best_effort(
+    provider: OpenAIResponsesProvider,
+) -> None:
     assert provider.continuation == RESUME and RESUME.exact
     token = ResumeToken(response_id="resp_1", sequence_number=3)
     assert provider.continuation_for(ask("x", resume=token)) == RESUME
@@ -179,6 +200,8 @@ def test_resume_is_exact_and_the_prefill_fallback_best_effort() -> None:
 
 
 async def test_cancel_stops_a_background_response_and_is_idempotent(
+    provider: OpenAIResponsesProvider,
+    fake_provider_config: ProviderConfig,
     fake_provider: FakeProvider,
 ) -> None:
     text = f"@count 50 @delay 20 @disconnect_after 1 {tag()}"
@@ -186,27 +209,37 @@ async def test_cancel_stops_a_background_response_and_is_idempotent(
     response_id = last_cursor(before).response_id
     await provider.cancel(response_id)
     await provider.cancel(response_id)
-    assert (await openai_client().responses.retrieve(response_id)).status == "cancelled"
+    assert (
+        await openai_client(fake_provider_config).responses.retrieve(response_id)
+    ).status == "cancelled"
     cancels = [r.status for r in fake_provider.requests_for(text) if r.route == "responses.cancel"]
     assert cancels == [200, 200]
 
 
-async def test_cancelling_a_finished_response_changes_nothing() -> None:
+async def test_cancelling_a_finished_response_changes_nothing(
+    provider: OpenAIResponsesProvider, fake_provider_config: ProviderConfig
+) -> None:
     events = await collect(provider, ask(f"@count 3 {tag()}"))
     response_id = last_cursor(events).response_id
     await provider.cancel(response_id)
-    assert (await openai_client().responses.retrieve(response_id)).status == "completed"
+    assert (
+        await openai_client(fake_provider_config).responses.retrieve(response_id)
+    ).status == "completed"
 
 
-async def test_a_cancel_refused_because_nothing_runs_is_not_an_error() -> None:
-    client = openai_client()
+async def test_a_cancel_refused_because_nothing_runs_is_not_an_error(
+    provider: OpenAIResponsesProvider, fake_provider_config: ProviderConfig
+) -> None:
+    client = openai_client(fake_provider_config)
     stream = await client.responses.create(model="m", input=f"@count 2 {tag()}", stream=True)
     created = [event async for event in stream][0]
     assert isinstance(created, ResponseCreatedEvent)
     await provider.cancel(created.response.id)  # 400 "Cannot cancel a synchronous response."
 
 
-async def test_cancelling_an_unknown_response_is_an_error() -> None:
+async def test_cancelling_an_unknown_response_is_an_error(
+    provider: OpenAIResponsesProvider,
+) -> None:
     with pytest.raises(ProviderError) as caught:
         await provider.cancel("resp_does_not_exist")
     assert caught.value.status == 404 and not caught.value.retryable

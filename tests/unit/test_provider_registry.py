@@ -4,9 +4,19 @@ import pytest
 
 from activities.providers import provider_for
 from activities.providers.anthropic_messages import AnthropicMessagesProvider
+from activities.providers.config import ProviderConfig
 from activities.providers.demo import DemoProvider
 from activities.providers.openai_chat import OpenAIChatProvider
 from activities.providers.openai_responses import OpenAIResponsesProvider
+from perdure.runtime.settings import Settings
+
+NO_KEYS = ProviderConfig()
+"""Resolving a spec needs no key: a missing one fails the first request, naming it."""
+
+
+def from_the_environment() -> ProviderConfig:
+    """The provider configuration the worker uses: its settings', read from the environment."""
+    return Settings().provider_config()
 
 
 @pytest.mark.parametrize(
@@ -19,14 +29,14 @@ from activities.providers.openai_responses import OpenAIResponsesProvider
     ],
 )
 def test_specs_resolve_to_their_adapter(spec: str, kind: type, label: str) -> None:
-    provider = provider_for(spec)
+    provider = provider_for(spec, NO_KEYS)
     assert isinstance(provider, kind)
     assert provider.label == label
 
 
 def test_only_responses_can_resume() -> None:
     assert [
-        provider_for(s).supports_resume for s in ("openai:m", "openai-responses:m", "demo")
+        provider_for(s, NO_KEYS).supports_resume for s in ("openai:m", "openai-responses:m", "demo")
     ] == [
         False,
         True,
@@ -37,7 +47,7 @@ def test_only_responses_can_resume() -> None:
 @pytest.mark.parametrize("spec", ["gpt-4", "mistral:large", "openai:", "", "demo:x"])
 def test_unknown_specs_are_refused_with_the_accepted_forms(spec: str) -> None:
     with pytest.raises(ValueError, match="openai-responses:<model>"):
-        provider_for(spec)
+        provider_for(spec, NO_KEYS)
 
 
 @pytest.mark.parametrize(
@@ -56,7 +66,7 @@ def test_openai_continuation_comes_from_the_environment(
         monkeypatch.delenv("PERDURE_OPENAI_CONTINUATION", raising=False)
     else:
         monkeypatch.setenv("PERDURE_OPENAI_CONTINUATION", value)
-    continuation = provider_for("openai:m").continuation
+    continuation = provider_for("openai:m", from_the_environment()).continuation
     assert (continuation.mechanism, continuation.exact) == (mechanism, exact)
 
 
@@ -65,8 +75,8 @@ def test_an_unknown_openai_continuation_is_refused_with_the_accepted_values(
 ) -> None:
     monkeypatch.setenv("PERDURE_OPENAI_CONTINUATION", "prefill")
     with pytest.raises(ValueError, match="PERDURE_OPENAI_CONTINUATION='prefill'.*vllm, deepseek"):
-        provider_for("openai:m")
-    assert provider_for("anthropic:m").label == "anthropic:m"
+        provider_for("openai:m", from_the_environment())
+    assert provider_for("anthropic:m", NO_KEYS).label == "anthropic:m"
 
 
 @pytest.mark.parametrize(
@@ -82,6 +92,6 @@ def test_every_adapter_declares_how_it_continues_and_cancels(
     monkeypatch: pytest.MonkeyPatch, spec: str, mechanism: str, cancels: bool
 ) -> None:
     monkeypatch.delenv("PERDURE_OPENAI_CONTINUATION", raising=False)
-    provider = provider_for(spec)
+    provider = provider_for(spec, from_the_environment())
     assert provider.continuation.mechanism == mechanism
     assert provider.supports_cancel is cancels
