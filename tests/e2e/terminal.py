@@ -103,16 +103,25 @@ class Terminal:
         never that fast; the test is."""
         return await asyncio.to_thread(self._exit_status, timeout, EOF_EVERY_SECONDS)
 
-    def _exit_status(self, timeout: float, eof_every: float | None = None) -> int:
+    async def leave_with_ctrl_c(self, timeout: float = TIMEOUT) -> int:
+        """Ctrl-C at the prompt, again each second until the process exits; its exit status.
+
+        A SIGINT that lands after the prompt is drawn but before readline waits for input sets
+        Python's pending-signal flag, which CPython's readline only looks at when its `select`
+        is interrupted: it waits for the next key. As with Ctrl-D, a person is never that
+        fast, and the next Ctrl-C leaves."""
+        return await asyncio.to_thread(self._exit_status, timeout, EOF_EVERY_SECONDS, "intr")
+
+    def _exit_status(self, timeout: float, every: float | None = None, key: str = "eof") -> int:
         deadline = time.monotonic() + timeout
-        next_eof = time.monotonic()
+        next_key = time.monotonic()
         while self._child.isalive():
             if time.monotonic() > deadline:
                 raise AssertionError(f"still running after {timeout} s; shown:\n{self.shown}")
-            if eof_every is not None and time.monotonic() >= next_eof:
+            if every is not None and time.monotonic() >= next_key:
                 with contextlib.suppress(OSError):  # it exited meanwhile
-                    self._child.sendeof()
-                next_eof = time.monotonic() + eof_every
+                    self._child.sendintr() if key == "intr" else self._child.sendeof()
+                next_key = time.monotonic() + every
             try:
                 self._raw += self._child.read_nonblocking(65536, timeout=0.1)
             except (pexpect.TIMEOUT, pexpect.EOF):

@@ -251,8 +251,7 @@ async def test_a_second_ctrl_c_during_an_answer_leaves(stack: Stack) -> None:
 
 async def test_ctrl_c_at_the_prompt_leaves(stack: Stack) -> None:
     async with chatting(stack) as shell:
-        await shell.interrupt()
-        assert await shell.exit_status() == 0
+        assert await shell.leave_with_ctrl_c() == 0
 
 
 async def test_the_recovery_notice_is_shown_while_a_turn_recovers(stack: Stack) -> None:
