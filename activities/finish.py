@@ -15,6 +15,7 @@ from perdure.domain.reducer import Reduction, reduce_chunks
 from perdure.domain.repair import settled_parts_only
 from perdure.domain.storage_hygiene import for_storage
 from perdure.domain.turn_chunks import closing_chunks
+from perdure.domain.ui import Chunk
 from perdure.recovery import ExhaustedContext
 from perdure.telemetry import metrics
 from perdure.turn_control.lifecycle import SubmissionLifecycle
@@ -47,30 +48,37 @@ class TurnFinisher:
         message_id = turn.assistant_message_id
         agent = self._agents.resolve(turn.agent) if turn.agent in self._agents.names() else None
         terminal_message = (agent.recovery if agent else RecoveryPolicy()).terminal_message
-        logged = await load_log(self._db, message_id=message_id)
         if turn.outcome == "skipped" and recorded is not None and recorded.error:
             turn = turn.model_copy(update={"error_text": recorded.error})
-        closing = closing_chunks(logged, turn, terminal_message)
-        stored = reduce_chunks(logged + closing)
-        if not turn.persist_partial:
-            stored.parts = settled_parts_only(stored.parts)
-        self._clean(stored, message_id)
-        if closing and turn.exhausted:
-            # Before the terminal answer is visible, as the seeds order it. At least once: a
-            # crash between here and the commit below calls it again on the retry.
-            await self._exhausted(agent, turn, reduce_chunks(logged).text(), terminal_message)
-        following = await finish(
+        closed_turn = turn
+
+        def plan(logged: list[Chunk]) -> tuple[list[Chunk], Reduction]:
+            """Run on the whole log, inside the finish's transaction."""
+            closing = closing_chunks(logged, closed_turn, terminal_message)
+            stored = reduce_chunks(logged + closing)
+            if not closed_turn.persist_partial:
+                stored.parts = settled_parts_only(stored.parts)
+            self._clean(stored, message_id)
+            return closing, stored
+
+        if turn.exhausted:
+            logged = await load_log(self._db, message_id=message_id)
+            if closing_chunks(logged, turn, terminal_message):
+                # Before the terminal answer is visible (docs/recovery.md). At least once: a
+                # crash between here and the commit below calls it again on the retry.
+                await self._exhausted(agent, turn, reduce_chunks(logged).text(), terminal_message)
+        finished = await finish(
             self._db,
             submission_id=turn.submission_id,
             session_id=turn.session_id,
             outcome="error" if turn.exhausted else turn.outcome,
-            closing=closing,
-            assistant=stored,
+            plan=plan,
             error=turn.error_text,
             writer=writer,
         )
+        following = finished.following
         self._bus.publish(message_id)
-        if closing:  # this call ended the turn (a repeated finish changes nothing)
+        if finished.closed:  # this call ended the turn (a repeated finish changes nothing)
             ended = "exhausted" if turn.exhausted else turn.outcome
             metrics.turn_ended(ended)
             log.info("turn ended: %s", ended)
@@ -78,7 +86,7 @@ class TurnFinisher:
             await trim_messages(
                 self._db, session_id=turn.session_id, keep=agent.max_persisted_messages
             )
-        if closing and agent is not None:
+        if finished.closed and agent is not None:
             context = TurnContext(
                 tenant_id=recorded.tenant_id if recorded else "",
                 session_id=turn.session_id,

@@ -316,6 +316,16 @@ def insert_batches(
     return results
 
 
+async def locked_log_chunks(session: AsyncSession, message_id: str) -> list[Chunk]:
+    """The log's chunks, its row locked for this transaction: no writer appends to it until the
+    transaction ends, so what is read is the whole log until then."""
+    await _locked_log(session, message_id)
+    rows = await session.exec(
+        select(ChunkRow.body).where(ChunkRow.message_id == message_id).order_by(col(ChunkRow.seq))
+    )
+    return [dict(body) for body in rows.all()]
+
+
 async def append_batches(db: Database, batches: list[LogBatch]) -> list[int | StaleWriter]:
     """Append many logs' batches in one transaction (see `insert_batches`)."""
     if not batches:

@@ -3,6 +3,7 @@
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,7 @@ from perdure.domain.payloads import FinishTurnInput, Outcome
 from perdure.domain.reducer import Reduction
 from perdure.domain.turn_chunks import closing_chunks
 from perdure.domain.ui import Chunk, UIMessage
-from storage.chunks import LogWriter, insert_chunks
+from storage.chunks import LogWriter, insert_chunks, locked_log_chunks
 from storage.concurrency import Effects, absorb_queued, apply_busy, strategy_for
 from storage.db import Database
 from storage.errors import MessageConflict, SubmissionConflict
@@ -463,30 +464,49 @@ async def stream_target(db: Database, *, session_id: str, latest: bool) -> Submi
         return newest.first()
 
 
+ClosingPlan = Callable[[list[Chunk]], tuple[list[Chunk], Reduction]]
+"""The whole log → the chunks that close it, and the answer to store (their reduction)."""
+
+
+@dataclass(frozen=True)
+class Finished:
+    following: Submission | None
+    """The submission admitted next (its workflow needs the admit signal), or the running one."""
+    closed: bool
+    """This call closed the log (a repeated finish changes nothing)."""
+
+
 async def finish(
     db: Database,
     *,
     submission_id: str,
     session_id: str,
     outcome: Outcome,
-    closing: list[Chunk],
-    assistant: Reduction,
+    plan: ClosingPlan,
     error: str | None,
     writer: LogWriter,
-) -> Submission | None:
+) -> Finished:
     """In one transaction: close the log, store the answer, release the session, admit the next.
 
-    A client that sees the closing chunk can read the stored answer at once. Idempotent: run
-    again after a crash it changes nothing and returns the same next submission, so the
-    caller can repeat its admit signal.
+    The log is read inside the transaction, its row locked: a model step still writing (a stop
+    that cancels it does not wait for it) cannot add chunks between the read and the closing
+    ones, so the stored answer is the reduction of the whole log. A client that sees the
+    closing chunk can read the stored answer at once. Idempotent: run again after a crash it
+    changes nothing and returns the same next submission, so the caller can repeat its admit
+    signal.
     """
     at = now()
 
-    async def close(session: AsyncSession) -> Submission | None:
+    async def close(session: AsyncSession) -> Finished:
         chat, submission = await _locked_with_session(session, submission_id, session_id)
         if submission is None:
-            return None
-        if closing and submission.status in ACTIVE:
+            return Finished(None, closed=False)
+        closing: list[Chunk] = []
+        assistant = Reduction()
+        if submission.status in ACTIVE:
+            logged = await locked_log_chunks(session, submission.assistant_message_id)
+            closing, assistant = plan(logged)
+        if closing:
             await insert_chunks(
                 session,
                 message_id=submission.assistant_message_id,
@@ -520,17 +540,18 @@ async def finish(
                     chat.leaf_message_id = submission.assistant_message_id
             if submission.rolled_back and chat is not None:
                 await _roll_back(session, chat, submission)
+        closed = bool(closing)
         if chat is None:
-            return None
+            return Finished(None, closed)
         if chat.running_submission_id == submission.id:
             chat.running_submission_id = None
             chat.updated_at = at
             following = await _admit_next(session, chat, at)
             session.add(chat)
-            return following
+            return Finished(following, closed)
         if chat.running_submission_id is not None:
-            return await session.get(Submission, chat.running_submission_id)
-        return None
+            return Finished(await session.get(Submission, chat.running_submission_id), closed)
+        return Finished(None, closed)
 
     return await db.transact(close)
 
