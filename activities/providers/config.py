@@ -7,7 +7,9 @@ and the worker hands `Settings.provider_config()` to `provider_for`. The keys ar
 a `repr`, a log line or an error message shows `**********`, never a key.
 """
 
-from pydantic import BaseModel, ConfigDict, SecretStr, field_validator
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, SecretStr
 
 from activities.providers.continuation_modes import CHAT_CONTINUATIONS, ChatContinuation
 
@@ -37,34 +39,24 @@ def blank_is_unset(value: object) -> object:
     return value
 
 
+OptionalKey = Annotated[SecretStr | None, BeforeValidator(blank_is_unset)]
+OptionalUrl = Annotated[str | None, BeforeValidator(blank_is_unset)]
+Continuation = Annotated[ChatContinuation, BeforeValidator(chat_continuation)]
+"""The field types of the provider settings, shared with `Settings`, which reads them."""
+
+
 class ProviderConfig(BaseModel):
     """What the `openai:`, `openai-responses:` and `anthropic:` adapters are configured with."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
-    openai_api_key: SecretStr | None = None
+    openai_api_key: OptionalKey = None
     """`OPENAI_API_KEY`. None: an OpenAI model fails with a non-retryable `ProviderError`."""
-    openai_base_url: str | None = None
+    openai_base_url: OptionalUrl = None
     """`OPENAI_BASE_URL`, for OpenAI-compatible servers. None: the OpenAI API."""
-    anthropic_api_key: SecretStr | None = None
+    anthropic_api_key: OptionalKey = None
     """`ANTHROPIC_API_KEY`. None: an Anthropic model fails with a non-retryable `ProviderError`."""
-    anthropic_base_url: str | None = None
+    anthropic_base_url: OptionalUrl = None
     """`ANTHROPIC_BASE_URL`. None: the Anthropic API."""
-    openai_continuation: ChatContinuation = "instruction"
+    openai_continuation: Continuation = "instruction"
     """`PERDURE_OPENAI_CONTINUATION`: how `openai:` models continue a partial answer."""
-
-    @field_validator(
-        "openai_api_key",
-        "openai_base_url",
-        "anthropic_api_key",
-        "anthropic_base_url",
-        mode="before",
-    )
-    @classmethod
-    def _blank_is_unset(cls, value: object) -> object:
-        return blank_is_unset(value)
-
-    @field_validator("openai_continuation", mode="before")
-    @classmethod
-    def _known_continuation(cls, value: object) -> ChatContinuation:
-        return chat_continuation(value)

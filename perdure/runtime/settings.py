@@ -12,8 +12,7 @@ from pydantic import Field, GetCoreSchemaHandler, SecretStr, field_validator, mo
 from pydantic_core import core_schema
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from activities.providers.config import ProviderConfig, blank_is_unset, chat_continuation
-from activities.providers.continuation_modes import ChatContinuation
+from activities.providers.config import Continuation, OptionalKey, OptionalUrl, ProviderConfig
 from perdure.domain.access import Rate, parse_origins
 from perdure.domain.names import DEFAULT_TASK_QUEUE, turn_workflow_id
 from storage.urls import default_sqlite_url
@@ -130,15 +129,15 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path(".perdure"), alias="PERDURE_DATA_DIR")
     database_url: str | None = Field(default=None, alias="PERDURE_DATABASE_URL")
     # Provider keys: before `model`, whose default depends on them
-    openai_api_key: SecretStr | None = Field(default=None, alias="OPENAI_API_KEY")
-    openai_base_url: str | None = Field(default=None, alias="OPENAI_BASE_URL")
+    openai_api_key: OptionalKey = Field(default=None, alias="OPENAI_API_KEY")
+    openai_base_url: OptionalUrl = Field(default=None, alias="OPENAI_BASE_URL")
     """For OpenAI-compatible servers (vLLM, Ollama, DeepSeek, …); unset: the OpenAI API."""
-    anthropic_api_key: SecretStr | None = Field(default=None, alias="ANTHROPIC_API_KEY")
-    anthropic_base_url: str | None = Field(default=None, alias="ANTHROPIC_BASE_URL")
+    anthropic_api_key: OptionalKey = Field(default=None, alias="ANTHROPIC_API_KEY")
+    anthropic_base_url: OptionalUrl = Field(default=None, alias="ANTHROPIC_BASE_URL")
     model: str = Field(default_factory=_default_model, alias="PERDURE_MODEL")
     """Unset: `openai:gpt-4.1-mini` with an OpenAI key, else `anthropic:claude-sonnet-4-5` with
     an Anthropic key, else `demo`."""
-    openai_continuation: ChatContinuation = Field(
+    openai_continuation: Continuation = Field(
         default="instruction", alias="PERDURE_OPENAI_CONTINUATION"
     )
     """How `openai:` models continue a partial answer: `instruction`, `vllm` or `deepseek`
@@ -203,22 +202,6 @@ class Settings(BaseSettings):
     """`http/protobuf` (the default) or `grpc`; the traces one wins."""
     otel_sdk_disabled: bool = Field(default=False, alias="OTEL_SDK_DISABLED")
     """True turns tracing off even with an endpoint set."""
-
-    @field_validator(
-        "openai_api_key",
-        "openai_base_url",
-        "anthropic_api_key",
-        "anthropic_base_url",
-        mode="before",
-    )
-    @classmethod
-    def _blank_is_unset(cls, value: object) -> object:
-        return blank_is_unset(value)
-
-    @field_validator("openai_continuation", mode="before")
-    @classmethod
-    def _known_continuation(cls, value: object) -> ChatContinuation:
-        return chat_continuation(value)
 
     @field_validator("rate_limit", mode="before")
     @classmethod
