@@ -20,7 +20,7 @@ from perdure.recovery import ExhaustedContext
 from perdure.telemetry import metrics
 from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.bus import ChunkBus
-from storage.chunks import LogWriter, load_log
+from storage.chunks import LogWriter, read_chunks
 from storage.db import Database
 from storage.hygiene import trim_messages
 from storage.incidents import load_incident
@@ -61,8 +61,9 @@ class TurnFinisher:
             self._clean(stored, message_id)
             return closing, stored
 
+        read = await read_chunks(self._db, message_id=message_id)
         if turn.exhausted:
-            logged = await load_log(self._db, message_id=message_id)
+            logged = [chunk for _, chunk in read]
             if closing_chunks(logged, turn, terminal_message):
                 # Before the terminal answer is visible (docs/recovery.md). At least once: a
                 # crash between here and the commit below calls it again on the retry.
@@ -72,6 +73,7 @@ class TurnFinisher:
             submission_id=turn.submission_id,
             session_id=turn.session_id,
             outcome="error" if turn.exhausted else turn.outcome,
+            read=read,
             plan=plan,
             error=turn.error_text,
             writer=writer,

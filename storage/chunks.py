@@ -316,14 +316,19 @@ def insert_batches(
     return results
 
 
-async def locked_log_chunks(session: AsyncSession, message_id: str) -> list[Chunk]:
-    """The log's chunks, its row locked for this transaction: no writer appends to it until the
-    transaction ends, so what is read is the whole log until then."""
+async def locked_log_tail(
+    session: AsyncSession, message_id: str, *, after: int
+) -> list[tuple[int, Chunk]]:
+    """The log's chunks after seq `after`, its row locked for this transaction: no writer
+    appends to it until the transaction ends, so a read made before it plus this tail is the
+    whole log until then (seqs are dense)."""
     await _locked_log(session, message_id)
     rows = await session.exec(
-        select(ChunkRow.body).where(ChunkRow.message_id == message_id).order_by(col(ChunkRow.seq))
+        select(ChunkRow.seq, ChunkRow.body)
+        .where(ChunkRow.message_id == message_id, ChunkRow.seq > after)
+        .order_by(col(ChunkRow.seq))
     )
-    return [dict(body) for body in rows.all()]
+    return [(seq, dict(body)) for seq, body in rows.all()]
 
 
 async def append_batches(db: Database, batches: list[LogBatch]) -> list[int | StaleWriter]:

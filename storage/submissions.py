@@ -16,7 +16,7 @@ from perdure.domain.payloads import FinishTurnInput, Outcome
 from perdure.domain.reducer import Reduction
 from perdure.domain.turn_chunks import closing_chunks
 from perdure.domain.ui import Chunk, UIMessage
-from storage.chunks import LogWriter, insert_chunks, locked_log_chunks
+from storage.chunks import LogWriter, insert_chunks, locked_log_tail
 from storage.concurrency import Effects, absorb_queued, apply_busy, strategy_for
 from storage.db import Database
 from storage.errors import MessageConflict, SubmissionConflict
@@ -482,15 +482,17 @@ async def finish(
     submission_id: str,
     session_id: str,
     outcome: Outcome,
+    read: list[tuple[int, Chunk]],
     plan: ClosingPlan,
     error: str | None,
     writer: LogWriter,
 ) -> Finished:
     """In one transaction: close the log, store the answer, release the session, admit the next.
 
-    The log is read inside the transaction, its row locked: a model step still writing (a stop
-    that cancels it does not wait for it) cannot add chunks between the read and the closing
-    ones, so the stored answer is the reduction of the whole log. A client that sees the
+    `read`: the log's `(seq, chunk)` rows as the caller read them. What was appended since
+    (a model step still writing: a stop that cancels it does not wait for it) is read inside
+    the transaction, the log's row locked, so the closing chunks follow the whole log and the
+    stored answer is its reduction; the locked read is only that tail. A client that sees the
     closing chunk can read the stored answer at once. Idempotent: run again after a crash it
     changes nothing and returns the same next submission, so the caller can repeat its admit
     signal.
@@ -504,8 +506,9 @@ async def finish(
         closing: list[Chunk] = []
         assistant = Reduction()
         if submission.status in ACTIVE:
-            logged = await locked_log_chunks(session, submission.assistant_message_id)
-            closing, assistant = plan(logged)
+            last = read[-1][0] if read else -1
+            tail = await locked_log_tail(session, submission.assistant_message_id, after=last)
+            closing, assistant = plan([chunk for _, chunk in read + tail])
         if closing:
             await insert_chunks(
                 session,

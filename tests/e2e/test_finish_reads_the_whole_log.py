@@ -15,7 +15,7 @@ from perdure.domain.ui import Chunk, UIMessage
 from perdure.testing.chat_client import user_message
 from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.bus import ChunkBus
-from storage.chunks import LogWriter, append_chunks, load_log
+from storage.chunks import LogWriter, append_chunks, load_log, read_chunks
 from storage.db import Database
 from storage.messages import stored_message
 from storage.submissions import submit
@@ -52,10 +52,12 @@ async def test_chunks_written_after_the_finish_began_are_in_the_stored_answer(
         writer=STEP,
     )
 
-    async def read_before_the_last_chunk(db: Database, *, message_id: str) -> list[Chunk]:
-        return (await load_log(db, message_id=message_id))[: len(early)]
+    async def read_before_the_last_chunk(
+        db: Database, *, message_id: str
+    ) -> list[tuple[int, Chunk]]:
+        return (await read_chunks(db, message_id=message_id))[: len(early)]
 
-    monkeypatch.setattr(activities.finish, "load_log", read_before_the_last_chunk)
+    monkeypatch.setattr(activities.finish, "read_chunks", read_before_the_last_chunk)
     lifecycle: Any = SubmissionLifecycle(store, None, task_queue="unused")  # type: ignore[arg-type]
     finisher = TurnFinisher(
         db=store,
