@@ -169,7 +169,7 @@ class ModelStepActivity:
         log_step = steplog.reduction.steps - 1
         plan = StepPlan(
             agent=agent,
-            provider_model=model.split(":", 1)[-1],
+            model=model,
             system=await self._instructions(agent, context),
             tools=tools,
             client_tools=client_tools,
@@ -306,7 +306,7 @@ class ModelStepActivity:
         ):
             request = await compacted("threshold") or request
         stall = await turn_stall_timeout(agent, context)
-        model = agent.model or self._default_model
+        model = plan.model
         with genai_spans.model_call(
             model,
             session_id=step.session_id,
@@ -320,7 +320,7 @@ class ModelStepActivity:
                 writer,
                 plan.state,
                 log_step,
-                agent,
+                model,
                 step,
                 stall,
                 on_overflow=lambda: compacted("context_overflow"),
@@ -343,7 +343,7 @@ class ModelStepActivity:
         writer: BufferedLog,
         state: StepState,
         log_step: int,
-        agent: Agent,
+        model: str,
         step: ModelStepInput,
         stall: float,
         on_overflow: Callable[[], Awaitable[ModelRequest | None]] | None = None,
@@ -359,7 +359,7 @@ class ModelStepActivity:
                 await stream_into_log(provider, request, target, stall_timeout=stall)
                 return chunker
             except ProviderStalled:
-                metrics.provider_stalled(agent.model or self._default_model)
+                metrics.provider_stalled(model)
                 await writer.flush()
                 await emit(
                     self._db,
@@ -371,7 +371,7 @@ class ModelStepActivity:
                 )
                 raise
             except ProviderError as error:
-                metrics.provider_error(agent.model or self._default_model, error)
+                metrics.provider_error(model, error)
                 await writer.flush()
                 if request.resume is not None and not error.retryable:
                     # The failed re-attach may have streamed more of the step: continue from

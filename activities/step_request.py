@@ -52,13 +52,18 @@ class StepPlan:
     (the first, or a compacted one)."""
 
     agent: Agent
-    provider_model: str
-    """The provider's own name for the model (`gpt-4.1-mini`, not `openai:gpt-4.1-mini`)."""
+    model: str
+    """The model spec (`openai:gpt-4.1-mini`): what spans and metrics name."""
     system: str
     tools: dict[str, ToolDefinition]
     client_tools: dict[str, ClientTool]
     state: StepState
     resume: ResumeToken | None
+
+    @property
+    def provider_model(self) -> str:
+        """The provider's own name for the model (`gpt-4.1-mini`)."""
+        return self.model.split(":", 1)[-1]
 
     def request(self, seen: Overlaid) -> ModelRequest:
         return ModelRequest(
