@@ -13,7 +13,7 @@ from perdure.agent import Agent
 from perdure.agents_registry import AgentRegistry, UnknownAgent
 from perdure.domain.names import HOOK_TIMED_OUT, SUPERSEDED, TURN_STOPPED
 from storage.chunks import LogWriter, StaleWriter
-from storage.tables import Submission
+from storage.tables import SubmissionRow
 
 log = logging.getLogger("perdure.activities")
 
@@ -87,7 +87,7 @@ def current_writer() -> LogWriter:
     return LogWriter(key=f"activity:{info.activity_id}", attempt=info.attempt)
 
 
-def refuse_if_stopped(submission: Submission) -> None:
+def refuse_if_stopped(submission: SubmissionRow) -> None:
     """A step does not start once a stop is recorded for its turn: the stop holds even when
     its cancellation never reached Temporal (a gateway that died after recording it)."""
     if submission.cancel_requested_at is not None:

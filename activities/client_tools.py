@@ -6,10 +6,10 @@ from temporalio.exceptions import ApplicationError
 
 from perdure.agent import Agent
 from perdure.tools import ClientTool
-from storage.tables import Submission
+from storage.tables import SubmissionRow
 
 
-def turn_client_tools(agent: Agent, submission: Submission) -> dict[str, ClientTool]:
+def turn_client_tools(agent: Agent, submission: SubmissionRow) -> dict[str, ClientTool]:
     """By name. A declared tool named like one of the agent's ends the turn with an error
     that says so: which of the two the model meant could not be known."""
     tools = {tool.name: tool for tool in agent.client_tools}

@@ -26,7 +26,7 @@ from storage.hygiene import trim_messages
 from storage.incidents import load_incident
 from storage.stops import Ending, decide_ending
 from storage.submissions import finish
-from storage.tables import Submission
+from storage.tables import SubmissionRow
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class TurnFinisher:
             await self._lifecycle.admit(following)
         return FinishTurnResult(outcome="error" if turn.exhausted else turn.outcome)
 
-    async def _decided(self, turn: FinishTurnInput) -> tuple[FinishTurnInput, Submission | None]:
+    async def _decided(self, turn: FinishTurnInput) -> tuple[FinishTurnInput, SubmissionRow | None]:
         """The turn as the store decides it ends (a recorded stop wins over what the workflow
         saw: its cancellation may have arrived after the step it stopped had completed), and
         the submission as the decision read it."""

@@ -53,7 +53,7 @@ from storage.db import Database
 from storage.log_appender import BufferedLog, LogAppender
 from storage.step_inputs import StepInputs, read_step_inputs
 from storage.submissions import save_stash
-from storage.tables import Submission
+from storage.tables import SubmissionRow
 from storage.tenant_policies import agent_limits
 
 log = logging.getLogger(__name__)
@@ -448,7 +448,7 @@ def stash_writer(db: Database, submission_id: str) -> Callable[[Any], Awaitable[
     return write
 
 
-def turn_context(agent: Agent, submission: Submission) -> TurnContext:
+def turn_context(agent: Agent, submission: SubmissionRow) -> TurnContext:
     return TurnContext(
         tenant_id=submission.tenant_id,
         session_id=submission.session_id,
@@ -469,7 +469,7 @@ def _dropped(reduction: Reduction, step: ModelStepInput) -> list[Chunk]:
     return dropped_step_chunks(reduction.open_text_id, step.step)
 
 
-def _boot_history(boot: BootDecision | None, submission: Submission) -> list[UIMessage] | None:
+def _boot_history(boot: BootDecision | None, submission: SubmissionRow) -> list[UIMessage] | None:
     """The conversation a recovery boot plan chose: this recovery's, else the one an earlier
     recovery of the turn chose (it holds for the rest of the turn)."""
     if boot is not None and boot.history is not None:

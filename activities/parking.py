@@ -34,7 +34,7 @@ from storage.bus import ChunkBus
 from storage.chunks import StaleWriter, append_chunks, claim_log, load_log
 from storage.db import Database
 from storage.submissions import get_submission
-from storage.tables import ToolWait
+from storage.tables import ToolWaitRow
 from storage.timing import now
 from storage.tool_waits import (
     WaitRequest,
@@ -144,7 +144,7 @@ class ParkTurnActivity:
         )
 
 
-def _settling(row: ToolWait, part: dict[str, Any], agent: Agent) -> Chunk | None:
+def _settling(row: ToolWaitRow, part: dict[str, Any], agent: Agent) -> Chunk | None:
     """The chunk an answer writes into the log; None for an approved call (its tool runs)."""
     call_id = row.tool_call_id
     if row.status == "approved":
@@ -201,7 +201,7 @@ class ResumeTurnActivity:
 
 
 def _resumption(
-    agent: Agent, turn: ResumeTurnInput, reduction: Reduction, rows: list[ToolWait]
+    agent: Agent, turn: ResumeTurnInput, reduction: Reduction, rows: list[ToolWaitRow]
 ) -> tuple[list[Chunk], list[ToolCallRef]]:
     """The continuation's first chunks (none again on a retry) and the approved calls to run."""
     chunks: list[Chunk] = []

@@ -43,13 +43,13 @@ from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.db import Database
 from storage.incidents import load_incident, save_incident
 from storage.submissions import apply_recovery_plan, queued_after, save_boot_history
-from storage.tables import Submission
+from storage.tables import SubmissionRow
 from storage.timing import now
 
 log = logging.getLogger(__name__)
 
 
-def turn_started_at(submission: Submission) -> float:
+def turn_started_at(submission: SubmissionRow) -> float:
     """When the turn began to run (a queued one: when it was admitted)."""
     return submission.started_at or submission.created_at
 
@@ -82,7 +82,7 @@ class RecoveryGate:
         self,
         agent: Agent,
         step: ModelStepInput,
-        submission: Submission,
+        submission: SubmissionRow,
         logged: list[Chunk],
         reduction: Reduction,
         history: list[UIMessage],
@@ -165,7 +165,7 @@ class RecoveryGate:
             boot=boot,
         )
 
-    async def completed(self, submission: Submission) -> None:
+    async def completed(self, submission: SubmissionRow) -> None:
         incident = await load_incident(self._db, submission_id=submission.id)
         if incident is None or incident.status != "attempting":
             return
@@ -200,7 +200,7 @@ class RecoveryGate:
     @staticmethod
     def _context(
         step: ModelStepInput,
-        submission: Submission,
+        submission: SubmissionRow,
         reduction: Reduction,
         history: list[UIMessage],
         incident: Incident,
@@ -240,7 +240,7 @@ class RecoveryGate:
     async def _boot(
         self,
         agent: Agent,
-        submission: Submission,
+        submission: SubmissionRow,
         history: list[UIMessage],
         reduction: Reduction,
         step: ModelStepInput,
@@ -303,8 +303,8 @@ class RecoveryGate:
 
     async def _apply_follow_ups(
         self,
-        submission: Submission,
-        queued: list[Submission],
+        submission: SubmissionRow,
+        queued: list[SubmissionRow],
         follow_ups: list[FollowUp],
         plan: RecoveryBoot,
     ) -> None:

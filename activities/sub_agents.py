@@ -45,7 +45,7 @@ from storage.chunks import (
 from storage.db import Database
 from storage.sessions import session_depth
 from storage.submissions import ParentCall, SubmissionOptions, get_submission
-from storage.tables import Submission
+from storage.tables import SubmissionRow
 
 RELAY_EVERY = 0.1
 """Seconds between reads of the child's log when no write in this process wakes the relay
@@ -234,7 +234,7 @@ def preliminary_gap(chars: int) -> float:
     return PRELIMINARY_EVERY + chars / PRELIMINARY_CHARS_PER_SECOND
 
 
-def _link(tool_call_id: str, child: Submission, chat_id: str) -> Chunk:
+def _link(tool_call_id: str, child: SubmissionRow, chat_id: str) -> Chunk:
     """Where the call's answer comes from: the UI can open the child session through the API
     (by its chat id, not its storage key)."""
     return {

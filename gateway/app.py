@@ -21,7 +21,7 @@ from gateway.routes import (
     submissions,
     waits,
 )
-from gateway.schemas import ERROR_RESPONSES
+from gateway.schemas.common import ERROR_RESPONSES
 from gateway.web import install_web
 from perdure.runtime.services import Services, open_services
 from perdure.runtime.settings import Settings

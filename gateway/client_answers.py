@@ -10,12 +10,12 @@ client gets the same message's continuation: `start` with its id, event ids risi
 from typing import Any
 
 from gateway.errors import ApiError
-from gateway.schemas import MAX_REASON_CHARS
+from gateway.schemas.waits import MAX_REASON_CHARS
 from gateway.sse import Cursor, is_park
 from perdure.domain.ui import Chunk, UIMessage
 from storage.chunks import load_log
 from storage.db import Database
-from storage.tables import Submission, ToolWait
+from storage.tables import SubmissionRow, ToolWaitRow
 from storage.tool_waits import WaitAnswer
 
 
@@ -72,7 +72,9 @@ def answers_in(message: UIMessage, client_calls: set[str]) -> list[WaitAnswer]:
     return answers
 
 
-def park_cursor(submission: Submission, logged: list[Chunk], rows: list[ToolWait]) -> Cursor | None:
+def park_cursor(
+    submission: SubmissionRow, logged: list[Chunk], rows: list[ToolWaitRow]
+) -> Cursor | None:
     """Where the continuation of `rows` begins: after the first park following the earliest
     of their requests (approval request, or the client call's input)."""
     wanted = {row.tool_call_id: row.kind for row in rows}
@@ -90,7 +92,9 @@ def park_cursor(submission: Submission, logged: list[Chunk], rows: list[ToolWait
     return None
 
 
-async def continuation_cursor(db: Database, submission: Submission, rows: list[ToolWait]) -> Cursor:
+async def continuation_cursor(
+    db: Database, submission: SubmissionRow, rows: list[ToolWaitRow]
+) -> Cursor:
     logged = await load_log(db, message_id=submission.assistant_message_id)
     cursor = park_cursor(submission, logged, rows)
     if cursor is None:  # not parked on these calls: the whole answer, from its start

@@ -6,7 +6,7 @@ from fastapi import Depends, Path, Request
 from temporalio.client import Client
 
 from gateway.errors import ApiError
-from gateway.schemas import SESSION_ID_PATTERN
+from gateway.schemas.common import SESSION_ID_PATTERN
 from gateway.temporal import GatewayDeadline
 from perdure.runtime.services import Services
 from perdure.runtime.settings import Settings
@@ -15,7 +15,7 @@ from storage.api_keys import KEY_PREFIX, any_stored_key, find_key
 from storage.db import Database
 from storage.log_watch import LogWatcher
 from storage.sessions import get_session
-from storage.tables import ChatSession
+from storage.tables import ChatSessionRow
 
 # Async throughout: FastAPI runs a plain `def` dependency in a thread.
 
@@ -113,7 +113,7 @@ def session_not_found(session_id: str) -> ApiError:
     return ApiError(404, "session_not_found", f"session {session_id!r} not found")
 
 
-async def _owned_session(session_id: SessionIdPath, db: DbDep, tenant: TenantDep) -> ChatSession:
+async def _owned_session(session_id: SessionIdPath, db: DbDep, tenant: TenantDep) -> ChatSessionRow:
     """The caller's tenant's session with the path's chat id; otherwise a 404."""
     session = await get_session(db, tenant_id=tenant, chat_id=session_id)
     if session is None:
@@ -121,4 +121,4 @@ async def _owned_session(session_id: SessionIdPath, db: DbDep, tenant: TenantDep
     return session
 
 
-OwnedSessionDep = Annotated[ChatSession, Depends(_owned_session)]
+OwnedSessionDep = Annotated[ChatSessionRow, Depends(_owned_session)]

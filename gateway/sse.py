@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from fastapi.responses import StreamingResponse
+from fastapi.sse import EventSourceResponse, format_sse_event
 
 from gateway.errors import ApiError
 from perdure.domain.ui import TERMINAL_CHUNK_TYPES, Chunk
@@ -32,9 +32,12 @@ STREAM_HEADERS = {
     "x-vercel-ai-ui-message-stream": "v1",
     "x-accel-buffering": "no",
 }
-OPENED = ": waiting for the turn\n\n"
+DONE = format_sse_event(data_str="[DONE]")
+"""The AI SDK's end of a UI message stream."""
+OPENED = format_sse_event(comment="waiting for the turn")
 """Sent at once when the log is still empty, so the client has the headers without waiting."""
-GONE = 'data: {"type":"error","errorText":"The session was deleted."}\n\ndata: [DONE]\n\n'
+KEEP_ALIVE = format_sse_event(comment="keep-alive")
+GONE = format_sse_event(data_str='{"type":"error","errorText":"The session was deleted."}') + DONE
 
 _EVENT_ID = re.compile(r"^(?:(?P<submission>[A-Za-z0-9_\-]{1,64}):)?(?P<seq>-1|\d{1,10})$")
 
@@ -81,9 +84,9 @@ def event_id(submission_id: str, seq: int) -> str:
     return f"{submission_id}:{seq}"
 
 
-def _event(submission_id: str, seq: int, chunk: Chunk) -> str:
+def _event(submission_id: str, seq: int, chunk: Chunk) -> bytes:
     data = json.dumps(chunk, separators=(",", ":"))
-    return f"id: {event_id(submission_id, seq)}\ndata: {data}\n\n"
+    return format_sse_event(data_str=data, id=event_id(submission_id, seq))
 
 
 def is_park(chunk: Chunk) -> bool:
@@ -110,7 +113,7 @@ async def relay(
     after: int,
     first: list[tuple[int, Chunk]] | None = None,
     meter: RelayMeter | None = None,
-) -> AsyncIterator[str]:
+) -> AsyncIterator[bytes]:
     """Every logged chunk after `after`, once, in order, until the log's terminal chunk.
 
     `first` is the log's first read, when the caller has done it already. The stream reads
@@ -126,7 +129,7 @@ async def relay(
         meter.relayed(chunk)
         cursor = seq
         if ends_stream(chunk, continued=index + 1 < len(rows)):
-            yield "data: [DONE]\n\n"
+            yield DONE
             return
     quiet_since = time.monotonic()
     with watcher.follow(message_id, after=cursor) as follow:
@@ -139,7 +142,7 @@ async def relay(
                 yield _event(submission_id, seq, chunk)
                 meter.relayed(chunk, follow.committed_at(seq))
                 if ends_stream(chunk, continued=index + 1 < len(rows)):
-                    yield "data: [DONE]\n\n"
+                    yield DONE
                     return
             if rows:
                 quiet_since = time.monotonic()
@@ -147,17 +150,17 @@ async def relay(
                 if await get_submission(db, submission_id) is None:
                     yield GONE  # deleted with its session: its log will never close
                     return
-                yield ": keep-alive\n\n"
+                yield KEEP_ALIVE
                 quiet_since = time.monotonic()
 
 
-async def _opened(events: AsyncIterator[str]) -> AsyncIterator[str]:
+async def _opened(events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     yield OPENED
     async for event in events:
         yield event
 
 
-async def _metered(events: AsyncIterator[str], meter: RelayMeter) -> AsyncIterator[str]:
+async def _metered(events: AsyncIterator[bytes], meter: RelayMeter) -> AsyncIterator[bytes]:
     """`events`, counted among the active streams from their first event to their end."""
     meter.opened()
     try:
@@ -167,8 +170,8 @@ async def _metered(events: AsyncIterator[str], meter: RelayMeter) -> AsyncIterat
         meter.closed()
 
 
-async def _done() -> AsyncIterator[str]:
-    yield "data: [DONE]\n\n"
+async def _done() -> AsyncIterator[bytes]:
+    yield DONE
 
 
 async def stream_response(
@@ -179,7 +182,7 @@ async def stream_response(
     submission_id: str,
     cursor: Cursor | None,
     accepted_at: float | None = None,
-) -> StreamingResponse:
+) -> EventSourceResponse:
     """The stream of `submission_id`'s answer after `cursor` (from its start without one).
 
     `accepted_at` (`time.monotonic()`): when the new message this answers was accepted, for
@@ -236,9 +239,9 @@ async def stream_response(
     return _response(_metered(events if rows else _opened(events), meter), submission_id)
 
 
-def _response(events: AsyncIterator[str], submission_id: str) -> StreamingResponse:
-    return StreamingResponse(
-        events,
-        media_type="text/event-stream",
-        headers={**STREAM_HEADERS, "x-perdure-submission-id": submission_id},
+def _response(events: AsyncIterator[bytes], submission_id: str) -> EventSourceResponse:
+    # Returned, not a generator route: the answer is decided (a 204, a JSON error, a 410) by
+    # the log's first read, before the stream's first byte.
+    return EventSourceResponse(
+        events, headers={**STREAM_HEADERS, "x-perdure-submission-id": submission_id}
     )

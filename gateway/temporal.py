@@ -6,6 +6,13 @@ The Temporal client retries an unreachable server for up to 10 s (`RetryConfig`'
 quarter of a second is checked with a health probe (never retried, so it fails at once when
 the server is down), and every call has a deadline. Either way the call is cancelled, which
 drops its pending retries, and the client gets a 503 with `Retry-After`.
+
+Why not the client's own knobs alone (`RetryConfig(max_elapsed_time_millis=1000)` on the
+connection, `rpc_timeout` per call), measured by `bench/temporal_deadlines.py`
+(docs/benchmarks.md): a killed server fails a start in 0.8 s that way (0.25 s here), but a hung
+one (SIGSTOP) only at the 15 s `rpc_timeout` (5.25 s here); and the retry configuration is the
+connection's, which a node's worker shares for eager start, so it would cut the worker's own
+retries to a second too.
 """
 
 import asyncio

@@ -7,7 +7,7 @@ from storage.concurrency import SessionBusy
 from storage.db import Database
 from storage.errors import StoreError
 from storage.session_keys import session_key
-from storage.tables import ChatSession, Message
+from storage.tables import ChatSessionRow, MessageRow
 from storage.timing import now
 
 MAX_DEPTH = 100_000
@@ -22,26 +22,26 @@ class SessionExists(StoreError):
     code = "session_exists"
 
 
-async def _message(session: AsyncSession, chat: ChatSession, message_id: str) -> Message:
-    row = await session.get(Message, (chat.id, message_id))
+async def _message(session: AsyncSession, chat: ChatSessionRow, message_id: str) -> MessageRow:
+    row = await session.get(MessageRow, (chat.id, message_id))
     if row is None:
         raise MessageNotFound(f"no message {message_id!r} in session {chat.chat_id!r}")
     return row
 
 
-async def siblings(db: Database, *, chat: ChatSession, message_id: str) -> list[Message]:
+async def siblings(db: Database, *, chat: ChatSessionRow, message_id: str) -> list[MessageRow]:
     """The message and the others with its parent (its alternatives), oldest first."""
     async with db.read() as session:
         row = await _message(session, chat, message_id)
         parent = (
-            col(Message.parent_id).is_(None)
+            col(MessageRow.parent_id).is_(None)
             if row.parent_id is None
-            else col(Message.parent_id) == row.parent_id
+            else col(MessageRow.parent_id) == row.parent_id
         )
         rows = await session.exec(
-            select(Message)
-            .where(Message.session_id == chat.id, parent)
-            .order_by(col(Message.created_at), col(Message.id))
+            select(MessageRow)
+            .where(MessageRow.session_id == chat.id, parent)
+            .order_by(col(MessageRow.created_at), col(MessageRow.id))
         )
         return list(rows.all())
 
@@ -51,9 +51,9 @@ async def _newest_leaf_under(session: AsyncSession, session_id: str, message_id:
     for _ in range(MAX_DEPTH):
         child = (
             await session.exec(
-                select(Message.id)
-                .where(Message.session_id == session_id, Message.parent_id == current)
-                .order_by(col(Message.created_at).desc(), col(Message.id).desc())
+                select(MessageRow.id)
+                .where(MessageRow.session_id == session_id, MessageRow.parent_id == current)
+                .order_by(col(MessageRow.created_at).desc(), col(MessageRow.id).desc())
                 .limit(1)
             )
         ).first()
@@ -63,13 +63,13 @@ async def _newest_leaf_under(session: AsyncSession, session_id: str, message_id:
     return current
 
 
-async def switch_leaf(db: Database, *, chat: ChatSession, message_id: str) -> str:
+async def switch_leaf(db: Database, *, chat: ChatSessionRow, message_id: str) -> str:
     """Make the branch through `message_id` active (down to its newest leaf); returns the
     new leaf. Refused while a turn runs: its answer is attached to the path it started on."""
     async with db.write() as session:
         locked = (
             await session.exec(
-                select(ChatSession).where(ChatSession.id == chat.id).with_for_update()
+                select(ChatSessionRow).where(ChatSessionRow.id == chat.id).with_for_update()
             )
         ).one()
         if locked.running_submission_id is not None:
@@ -82,26 +82,26 @@ async def switch_leaf(db: Database, *, chat: ChatSession, message_id: str) -> st
 
 
 async def fork(
-    db: Database, *, chat: ChatSession, message_id: str, new_chat_id: str
-) -> ChatSession:
+    db: Database, *, chat: ChatSessionRow, message_id: str, new_chat_id: str
+) -> ChatSessionRow:
     """A new session of the tenant, `new_chat_id`, whose transcript is the path from the root
     to `message_id` (copied)."""
     at = now()
     async with db.write() as session:
         taken = await session.exec(
-            select(ChatSession.id).where(
-                ChatSession.tenant_id == chat.tenant_id, ChatSession.chat_id == new_chat_id
+            select(ChatSessionRow.id).where(
+                ChatSessionRow.tenant_id == chat.tenant_id, ChatSessionRow.chat_id == new_chat_id
             )
         )
         if taken.first() is not None:
             raise SessionExists(f"session {new_chat_id!r} exists already; pick another id")
-        path: list[Message] = []
+        path: list[MessageRow] = []
         current: str | None = message_id
         while current is not None and len(path) < MAX_DEPTH:
             row = await _message(session, chat, current)
             path.append(row)
             current = row.parent_id
-        forked = ChatSession(
+        forked = ChatSessionRow(
             id=session_key(chat.tenant_id, new_chat_id),
             tenant_id=chat.tenant_id,
             chat_id=new_chat_id,
@@ -114,7 +114,7 @@ async def fork(
         session.add(forked)
         for row in reversed(path):
             session.add(
-                Message(
+                MessageRow(
                     session_id=forked.id,
                     id=row.id,
                     parent_id=row.parent_id,

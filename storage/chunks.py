@@ -12,7 +12,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from perdure.domain.ui import Chunk
 from storage.db import Database
 from storage.pg_listener import CHANNEL
-from storage.tables import ChunkLog, ChunkRow, Submission
+from storage.tables import ChunkLogRow, ChunkRow, SubmissionRow
 from storage.timing import now
 
 
@@ -45,18 +45,18 @@ class LogBatch:
     cursor: ProviderCursor | None = None
 
 
-async def _locked_log(session: AsyncSession, message_id: str) -> ChunkLog:
+async def _locked_log(session: AsyncSession, message_id: str) -> ChunkLogRow:
     """The log's row, locked for this transaction (created on first use)."""
     connection = await session.connection()
     dialect_insert = sqlite_insert if connection.dialect.name == "sqlite" else pg_insert
     await connection.execute(
-        dialect_insert(ChunkLog)
+        dialect_insert(ChunkLogRow)
         .values(message_id=message_id, next_seq=0, closed=False, fences={})
         .on_conflict_do_nothing(index_elements=["message_id"])
     )
     locked = (
-        select(ChunkLog)
-        .where(ChunkLog.message_id == message_id)
+        select(ChunkLogRow)
+        .where(ChunkLogRow.message_id == message_id)
         .with_for_update()
         .execution_options(populate_existing=True)  # a row cached earlier may predate the lock
     )
@@ -77,7 +77,7 @@ def _refusal(
     return None
 
 
-def _admit_writer(log: ChunkLog, writer: LogWriter) -> None:
+def _admit_writer(log: ChunkLogRow, writer: LogWriter) -> None:
     refusal = _refusal(log.message_id, log.closed, log.fences, writer)
     if refusal is not None:
         raise refusal
@@ -115,8 +115,8 @@ async def insert_chunks(
     connection = await session.connection()
     if cursor is not None:
         await connection.execute(
-            update(Submission)
-            .where(col(Submission.id) == cursor.submission_id)
+            update(SubmissionRow)
+            .where(col(SubmissionRow.id) == cursor.submission_id)
             .values(provider_cursor=cursor.value)
         )
     first = log.next_seq
@@ -182,9 +182,9 @@ class _LockedLog:
 def _lock_logs(connection: Connection, message_ids: list[str]) -> dict[str, _LockedLog]:
     """The rows of `message_ids` (sorted) that exist, locked in that order."""
     rows = connection.execute(
-        select(ChunkLog.message_id, ChunkLog.next_seq, ChunkLog.closed, ChunkLog.fences)
-        .where(col(ChunkLog.message_id).in_(message_ids))
-        .order_by(col(ChunkLog.message_id))
+        select(ChunkLogRow.message_id, ChunkLogRow.next_seq, ChunkLogRow.closed, ChunkLogRow.fences)
+        .where(col(ChunkLogRow.message_id).in_(message_ids))
+        .order_by(col(ChunkLogRow.message_id))
         .with_for_update()
     )
     return {
@@ -204,7 +204,7 @@ def _lock_logs_creating(connection: Connection, message_ids: list[str]) -> dict[
     if missing:
         dialect_insert = sqlite_insert if connection.dialect.name == "sqlite" else pg_insert
         connection.execute(
-            dialect_insert(ChunkLog).on_conflict_do_nothing(index_elements=["message_id"]),
+            dialect_insert(ChunkLogRow).on_conflict_do_nothing(index_elements=["message_id"]),
             [
                 {"message_id": message_id, "next_seq": 0, "closed": False, "fences": {}}
                 for message_id in missing
@@ -235,9 +235,9 @@ def insert_batches(
     moved = sorted({batch.cursor.submission_id for batch in batches if batch.cursor})
     if moved:
         connection.execute(
-            select(Submission.id)
-            .where(col(Submission.id).in_(moved))
-            .order_by(col(Submission.id))
+            select(SubmissionRow.id)
+            .where(col(SubmissionRow.id).in_(moved))
+            .order_by(col(SubmissionRow.id))
             .with_for_update()
         )
     logs = _lock_logs_creating(connection, sorted({batch.message_id for batch in batches}))
@@ -276,20 +276,20 @@ def insert_batches(
         return results
     if cursors:
         connection.execute(
-            update(Submission)
-            .where(col(Submission.id) == bindparam("b_submission_id"))
+            update(SubmissionRow)
+            .where(col(SubmissionRow.id) == bindparam("b_submission_id"))
             .values(provider_cursor=bindparam("b_cursor")),
             cursors,
         )
     connection.execute(insert(ChunkRow), rows)
     appended = {message_id: log for message_id, log in logs.items() if log.appended}
     connection.execute(
-        update(ChunkLog)
-        .where(col(ChunkLog.message_id).in_(list(appended)))
+        update(ChunkLogRow)
+        .where(col(ChunkLogRow.message_id).in_(list(appended)))
         .values(
             next_seq=case(
                 {message_id: log.next_seq for message_id, log in appended.items()},
-                value=ChunkLog.message_id,
+                value=ChunkLogRow.message_id,
             )
         )
     )
@@ -300,8 +300,8 @@ def insert_batches(
     ]
     if fenced:
         connection.execute(
-            update(ChunkLog)
-            .where(col(ChunkLog.message_id) == bindparam("b_message_id"))
+            update(ChunkLogRow)
+            .where(col(ChunkLogRow.message_id) == bindparam("b_message_id"))
             .values(fences=bindparam("b_fences")),
             fenced,
         )
@@ -373,7 +373,7 @@ async def read_log(db: Database, *, message_id: str, after: int = -1) -> LogRead
         rows = chunks_after(session, message_id=message_id, after=after)
         if rows:
             return LogRead(rows)
-        log = session.get(ChunkLog, message_id)
+        log = session.get(ChunkLogRow, message_id)
         if log is None or log.pruned_at is None:
             return LogRead(rows)
         return LogRead(rows, pruned=True, last_seq=log.next_seq - 1)
@@ -387,5 +387,5 @@ async def load_log(db: Database, *, message_id: str) -> list[Chunk]:
 
 async def log_closed(db: Database, *, message_id: str) -> bool:
     """The log holds its terminal chunk for good (a parked turn's log is not closed)."""
-    log = await db.read_sync(lambda session: session.get(ChunkLog, message_id))
+    log = await db.read_sync(lambda session: session.get(ChunkLogRow, message_id))
     return log is not None and log.closed

@@ -5,15 +5,15 @@ import uuid
 from sqlmodel import col, select
 
 from storage.db import Database
-from storage.tables import Compaction
+from storage.tables import CompactionRow
 from storage.timing import now
 
 
-async def session_compactions(db: Database, *, session_id: str) -> list[Compaction]:
+async def session_compactions(db: Database, *, session_id: str) -> list[CompactionRow]:
     statement = (
-        select(Compaction)
-        .where(Compaction.session_id == session_id)
-        .order_by(col(Compaction.created_at))
+        select(CompactionRow)
+        .where(CompactionRow.session_id == session_id)
+        .order_by(col(CompactionRow.created_at))
     )
     return await db.read_sync(lambda session: list(session.exec(statement)))
 
@@ -26,8 +26,8 @@ async def save_compaction(
     summary: str,
     tokens_before: int,
     tokens_after: int,
-) -> Compaction:
-    row = Compaction(
+) -> CompactionRow:
+    row = CompactionRow(
         id=f"cmp_{uuid.uuid4().hex}",
         session_id=session_id,
         up_to_message_id=up_to_message_id,

@@ -10,8 +10,8 @@ from perdure.domain.concurrency import DEFAULT_DEBOUNCE_MS, Concurrency, Concurr
 from perdure.domain.turn_chunks import start_chunk
 from storage.chunks import LogWriter, insert_chunks
 from storage.errors import StoreError
-from storage.schedule_tables import ServedAgent
-from storage.tables import ChatSession, Submission
+from storage.schedule_tables import ServedAgentRow
+from storage.tables import ChatSessionRow, SubmissionRow
 
 GATEWAY_WRITER = LogWriter(key="gateway", attempt=1)
 DROPPED_REASON = "dropped: the session was busy"
@@ -29,13 +29,13 @@ class Effects:
 
     cancel: list[str] = field(default_factory=list)
     """Running submissions to stop."""
-    skip: list[Submission] = field(default_factory=list)
+    skip: list[SubmissionRow] = field(default_factory=list)
     """Queued submissions whose turns end `skipped`."""
 
 
 async def strategy_for(
     session: AsyncSession,
-    chat: ChatSession,
+    chat: ChatSessionRow,
     requested: ConcurrencyStrategy | None,
     debounce_ms: int | None,
     task_queue: str | None,
@@ -45,7 +45,7 @@ async def strategy_for(
     if requested is not None and (requested != "debounce" or debounce_ms is not None):
         # The request says all: no read on the intake's path.
         return Concurrency(requested, debounce_ms=debounce_ms or DEFAULT_DEBOUNCE_MS)
-    served = await session.get(ServedAgent, (task_queue, chat.agent)) if task_queue else None
+    served = await session.get(ServedAgentRow, (task_queue, chat.agent)) if task_queue else None
     strategy = requested or (served.concurrency if served else "queue")
     period = debounce_ms or (served.debounce_ms if served else None) or DEFAULT_DEBOUNCE_MS
     return Concurrency(strategy, debounce_ms=period)  # type: ignore[arg-type]
@@ -53,8 +53,8 @@ async def strategy_for(
 
 async def absorb_queued(
     session: AsyncSession,
-    chat: ChatSession,
-    submission: Submission,
+    chat: ChatSessionRow,
+    submission: SubmissionRow,
     concurrency: Concurrency,
     *,
     at: float,
@@ -67,16 +67,16 @@ async def absorb_queued(
     if concurrency.strategy == "debounce":
         submission.not_before = at + concurrency.debounce_ms / 1000
     queued = await session.exec(
-        select(Submission)
+        select(SubmissionRow)
         .where(
-            Submission.session_id == chat.id,
-            Submission.status == "pending",
-            Submission.id != submission.id,
-            col(Submission.cancel_requested_at).is_(None),
+            SubmissionRow.session_id == chat.id,
+            SubmissionRow.status == "pending",
+            SubmissionRow.id != submission.id,
+            col(SubmissionRow.cancel_requested_at).is_(None),
         )
-        .order_by(col(Submission.queue_seq))
+        .order_by(col(SubmissionRow.queue_seq))
     )
-    absorbed: list[Submission] = []
+    absorbed: list[SubmissionRow] = []
     for row in queued.all():
         if row.regenerates or row.edit_of is not None:
             absorbed = []  # a branch keeps its place: only what follows it can move past it
@@ -98,8 +98,8 @@ async def absorb_queued(
 
 async def apply_busy(
     session: AsyncSession,
-    chat: ChatSession,
-    submission: Submission,
+    chat: ChatSessionRow,
+    submission: SubmissionRow,
     concurrency: Concurrency,
     *,
     at: float,
@@ -133,10 +133,10 @@ async def apply_busy(
         return effects
     if strategy == "latest":
         queued = await session.exec(
-            select(Submission).where(
-                Submission.session_id == chat.id,
-                Submission.status == "pending",
-                Submission.id != submission.id,
+            select(SubmissionRow).where(
+                SubmissionRow.session_id == chat.id,
+                SubmissionRow.status == "pending",
+                SubmissionRow.id != submission.id,
             )
         )
         for row in queued.all():
@@ -146,7 +146,7 @@ async def apply_busy(
                 session.add(row)
                 effects.skip.append(row)
     if strategy in ("interrupt", "rollback") and chat.running_submission_id is not None:
-        running = await session.get(Submission, chat.running_submission_id)
+        running = await session.get(SubmissionRow, chat.running_submission_id)
         if running is not None:
             running.cancel_requested_at = running.cancel_requested_at or at
             running.rolled_back = running.rolled_back or strategy == "rollback"

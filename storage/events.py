@@ -5,7 +5,7 @@ from typing import Any
 from sqlmodel import col, select
 
 from storage.db import Database
-from storage.tables import Event
+from storage.tables import EventRow
 from storage.timing import now
 
 
@@ -19,7 +19,7 @@ async def add_event(
 ) -> None:
     async with db.write() as session:
         session.add(
-            Event(
+            EventRow(
                 session_id=session_id,
                 submission_id=submission_id,
                 type=type,
@@ -31,12 +31,12 @@ async def add_event(
 
 async def list_events(
     db: Database, *, session_id: str, after_id: int = 0, limit: int = 200
-) -> list[Event]:
+) -> list[EventRow]:
     async with db.read() as session:
         rows = await session.exec(
-            select(Event)
-            .where(Event.session_id == session_id, col(Event.id) > after_id)
-            .order_by(col(Event.id))
+            select(EventRow)
+            .where(EventRow.session_id == session_id, col(EventRow.id) > after_id)
+            .order_by(col(EventRow.id))
             .limit(limit)
         )
         return list(rows.all())

@@ -17,7 +17,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from perdure.domain.fiber_payloads import TERMINAL_FIBER_STATUSES, FiberKind
 from storage.db import Database
 from storage.fiber_tables import FiberKindRow, FiberRow
-from storage.tables import Event
+from storage.tables import EventRow
 from storage.timing import now
 from storage.urls import is_sqlite, sync_url
 
@@ -36,8 +36,8 @@ def fiber_events_key(fiber_id: str) -> str:
     return f"fiber/{fiber_id}"
 
 
-def _event(fiber_id: str, type: str, data: dict[str, Any], at: float) -> Event:
-    return Event(
+def _event(fiber_id: str, type: str, data: dict[str, Any], at: float) -> EventRow:
+    return EventRow(
         session_id=fiber_events_key(fiber_id),
         submission_id=None,
         type=type,
@@ -289,7 +289,7 @@ async def delete_fiber(db: Database, *, tenant_id: str, fiber_id: str) -> Delete
             return "active"
         connection = await session.connection()
         key = fiber_events_key(fiber_id)
-        await connection.execute(delete(Event).where(col(Event.session_id) == key))
+        await connection.execute(delete(EventRow).where(col(EventRow.session_id) == key))
         await session.delete(fiber)
     return "deleted"
 
@@ -312,17 +312,17 @@ async def delete_ended_fibers(
         if ids:
             connection = await session.connection()
             keys = [fiber_events_key(i) for i in ids]
-            await connection.execute(delete(Event).where(col(Event.session_id).in_(keys)))
+            await connection.execute(delete(EventRow).where(col(EventRow.session_id).in_(keys)))
             await connection.execute(delete(FiberRow).where(col(FiberRow.id).in_(ids)))
     return len(ids)
 
 
-async def fiber_events(db: Database, *, fiber_id: str, after_id: int, limit: int) -> list[Event]:
+async def fiber_events(db: Database, *, fiber_id: str, after_id: int, limit: int) -> list[EventRow]:
     async with db.read() as session:
         rows = await session.exec(
-            select(Event)
-            .where(Event.session_id == fiber_events_key(fiber_id), col(Event.id) > after_id)
-            .order_by(col(Event.id))
+            select(EventRow)
+            .where(EventRow.session_id == fiber_events_key(fiber_id), col(EventRow.id) > after_id)
+            .order_by(col(EventRow.id))
             .limit(limit)
         )
         return list(rows.all())

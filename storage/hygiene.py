@@ -8,7 +8,7 @@ from sqlmodel import col, select
 
 from storage.db import Database
 from storage.messages import path_cte
-from storage.tables import ChatSession, ChunkLog, ChunkRow, Compaction, Message
+from storage.tables import ChatSessionRow, ChunkLogRow, ChunkRow, CompactionRow, MessageRow
 from storage.timing import now
 
 TRIM_BATCH = 500
@@ -51,14 +51,16 @@ async def trim_messages(
         # The session's lock: an admission moving the leaf meanwhile waits for this trim.
         chat = (
             await session.exec(
-                select(ChatSession).where(ChatSession.id == session_id).with_for_update()
+                select(ChatSessionRow).where(ChatSessionRow.id == session_id).with_for_update()
             )
         ).first()
         if chat is None:
             return 0
         count = (
             await session.exec(
-                select(func.count()).select_from(Message).where(Message.session_id == session_id)
+                select(func.count())
+                .select_from(MessageRow)
+                .where(MessageRow.session_id == session_id)
             )
         ).one()
         if count <= keep:
@@ -73,19 +75,21 @@ async def trim_messages(
         )
         if not doomed:
             return 0
-        in_session = col(Message.session_id) == session_id
-        await connection.execute(delete(Message).where(in_session, col(Message.id).in_(doomed)))
+        in_session = col(MessageRow.session_id) == session_id
         await connection.execute(
-            update(Message)
-            .where(in_session, col(Message.parent_id).in_(doomed))
+            delete(MessageRow).where(in_session, col(MessageRow.id).in_(doomed))
+        )
+        await connection.execute(
+            update(MessageRow)
+            .where(in_session, col(MessageRow.parent_id).in_(doomed))
             .values(parent_id=None)
         )
         # A summary applies through the last message it covers; with that message gone it
         # can never apply again (the model sees the kept messages only, as the user does).
         await connection.execute(
-            delete(Compaction).where(
-                col(Compaction.session_id) == session_id,
-                col(Compaction.up_to_message_id).in_(doomed),
+            delete(CompactionRow).where(
+                col(CompactionRow.session_id) == session_id,
+                col(CompactionRow.up_to_message_id).in_(doomed),
             )
         )
         return len(doomed)
@@ -136,15 +140,17 @@ async def prune_closed_logs(
             return Pruned(logs=0, chunks=0)
         # Locked in message-id order, as appenders lock logs: no deadlock with them.
         await connection.execute(
-            select(ChunkLog.message_id)
-            .where(col(ChunkLog.message_id).in_(sorted(chosen)))
-            .order_by(col(ChunkLog.message_id))
+            select(ChunkLogRow.message_id)
+            .where(col(ChunkLogRow.message_id).in_(sorted(chosen)))
+            .order_by(col(ChunkLogRow.message_id))
             .with_for_update()
         )
         deleted = await connection.execute(
             delete(ChunkRow).where(col(ChunkRow.message_id).in_(chosen))
         )
         await connection.execute(
-            update(ChunkLog).where(col(ChunkLog.message_id).in_(chosen)).values(pruned_at=now())
+            update(ChunkLogRow)
+            .where(col(ChunkLogRow.message_id).in_(chosen))
+            .values(pruned_at=now())
         )
         return Pruned(logs=len(chosen), chunks=int(deleted.rowcount or 0))

@@ -5,7 +5,7 @@ from sqlmodel import Session, col, select
 
 from perdure.domain.ui import UIMessage
 from storage.db import Database
-from storage.tables import ChatSession, Message
+from storage.tables import ChatSessionRow, MessageRow
 
 
 def path_cte(*, up_to_depth: bool = False) -> str:
@@ -33,11 +33,11 @@ _PATH_MESSAGES = """
     ORDER BY path.depth DESC
     """
 _ACTIVE_PATH = text(path_cte() + _PATH_MESSAGES).columns(
-    *Message.__table__.columns  # type: ignore[attr-defined]
+    *MessageRow.__table__.columns  # type: ignore[attr-defined]
 )
 """The session's active path, root first, in one statement."""
 _ACTIVE_PATH_TAIL = text(path_cte(up_to_depth=True) + _PATH_MESSAGES).columns(
-    *Message.__table__.columns  # type: ignore[attr-defined]
+    *MessageRow.__table__.columns  # type: ignore[attr-defined]
 )
 """Its newest `:keep` messages: the recursion stops there, so a page of a long chat costs
 what the page holds."""
@@ -81,17 +81,17 @@ def recent_path_of(session: Session, *, session_id: str) -> tuple[str | None, li
         cut_id = walked.pop(0)[0]
         summary = session.execute(_NEWEST_SUMMARY, {"sid": session_id, "cut": cut_id}).scalar()
     recent = [message_id for message_id, _ in walked]
-    rows: dict[str, Message] = {}
+    rows: dict[str, MessageRow] = {}
     for start in range(0, len(recent), IN_BATCH):
         batch = recent[start : start + IN_BATCH]
-        statement = select(Message).where(
-            Message.session_id == session_id, col(Message.id).in_(batch)
+        statement = select(MessageRow).where(
+            MessageRow.session_id == session_id, col(MessageRow.id).in_(batch)
         )
         rows.update({row.id: row for row in session.exec(statement)})
     return summary, [to_ui_message(rows[message_id]) for message_id in recent]
 
 
-def to_ui_message(row: Message) -> UIMessage:
+def to_ui_message(row: MessageRow) -> UIMessage:
     metadata = dict(row.meta)
     if row.role == "assistant":
         metadata.setdefault("status", row.status)
@@ -109,7 +109,7 @@ def path_of(session: Session, *, session_id: str, newest: int | None = None) -> 
     )
     # sqlmodel types `exec` for plain selects only; a `from_statement` returns rows.
     rows = session.exec(  # type: ignore[call-overload]
-        select(Message).from_statement(statement), params=params
+        select(MessageRow).from_statement(statement), params=params
     )
     return [to_ui_message(row) for row in rows.scalars().all()]
 
@@ -124,19 +124,19 @@ async def active_path(
 
 async def stored_message(
     db: Database, *, tenant_id: str, chat_id: str, message_id: str
-) -> Message | None:
+) -> MessageRow | None:
     """A message of the tenant's session `chat_id`, if stored."""
     statement = (
-        select(Message)
-        .join(ChatSession, col(ChatSession.id) == Message.session_id)
+        select(MessageRow)
+        .join(ChatSessionRow, col(ChatSessionRow.id) == MessageRow.session_id)
         .where(
-            ChatSession.tenant_id == tenant_id,
-            ChatSession.chat_id == chat_id,
-            Message.id == message_id,
+            ChatSessionRow.tenant_id == tenant_id,
+            ChatSessionRow.chat_id == chat_id,
+            MessageRow.id == message_id,
         )
     )
 
-    def read(session: Session) -> Message | None:
+    def read(session: Session) -> MessageRow | None:
         return session.exec(statement).first()
 
     return await db.read_sync(read)

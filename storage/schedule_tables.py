@@ -30,7 +30,7 @@ class PromptScheduleRow(SQLModel, table=True):
     """Why the last occurrence could not be submitted (cleared by the next that could)."""
 
 
-class ServedAgent(SQLModel, table=True):
+class ServedAgentRow(SQLModel, table=True):
     """The agents workers serve on a task queue, recorded at worker start, so the gateway
     (which never imports agent code) can refuse a schedule for an agent nobody serves."""
 

@@ -12,7 +12,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from perdure.domain.concurrency import Concurrency
 from perdure.domain.schedules import Recurrence, ScheduleSource
 from storage.db import Database
-from storage.schedule_tables import PromptScheduleRow, ServedAgent
+from storage.schedule_tables import PromptScheduleRow, ServedAgentRow
 from storage.timing import now
 
 T = TypeVar("T")
@@ -235,9 +235,9 @@ async def record_served_agents(
 
     async def record(session: AsyncSession) -> None:
         for name, strategy in concurrency.items():
-            served = await session.get(ServedAgent, (task_queue, name))
+            served = await session.get(ServedAgentRow, (task_queue, name))
             if served is None:
-                served = ServedAgent(task_queue=task_queue, name=name, seen_at=at)
+                served = ServedAgentRow(task_queue=task_queue, name=name, seen_at=at)
             served.seen_at = at
             served.concurrency = strategy.strategy
             served.debounce_ms = strategy.debounce_ms
@@ -249,6 +249,6 @@ async def record_served_agents(
 async def served_agents(db: Database, *, task_queue: str) -> list[str]:
     async with db.read() as session:
         rows = await session.exec(
-            select(ServedAgent.name).where(ServedAgent.task_queue == task_queue)
+            select(ServedAgentRow.name).where(ServedAgentRow.task_queue == task_queue)
         )
         return list(rows.all())

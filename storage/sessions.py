@@ -7,26 +7,26 @@ from sqlmodel.sql.expression import SelectOfScalar
 
 from storage.db import Database
 from storage.tables import (
-    ChatSession,
-    ChunkLog,
+    ChatSessionRow,
+    ChunkLogRow,
     ChunkRow,
-    Compaction,
-    Event,
+    CompactionRow,
+    EventRow,
     IncidentRow,
-    Message,
-    Submission,
-    ToolWait,
+    MessageRow,
+    SubmissionRow,
+    ToolWaitRow,
 )
 from storage.timing import now
 
 
-def _by_chat_id(tenant_id: str, chat_id: str) -> SelectOfScalar[ChatSession]:
-    return select(ChatSession).where(
-        ChatSession.tenant_id == tenant_id, ChatSession.chat_id == chat_id
+def _by_chat_id(tenant_id: str, chat_id: str) -> SelectOfScalar[ChatSessionRow]:
+    return select(ChatSessionRow).where(
+        ChatSessionRow.tenant_id == tenant_id, ChatSessionRow.chat_id == chat_id
     )
 
 
-async def get_session(db: Database, *, tenant_id: str, chat_id: str) -> ChatSession | None:
+async def get_session(db: Database, *, tenant_id: str, chat_id: str) -> ChatSessionRow | None:
     """The tenant's session a client knows by `chat_id`."""
     async with db.read() as session:
         return (await session.exec(_by_chat_id(tenant_id, chat_id))).first()
@@ -39,26 +39,28 @@ async def chat_ids(db: Database, *, keys: set[str]) -> dict[str, str]:
         return {}
     async with db.read() as session:
         rows = await session.exec(
-            select(ChatSession.id, ChatSession.chat_id).where(col(ChatSession.id).in_(keys))
+            select(ChatSessionRow.id, ChatSessionRow.chat_id).where(
+                col(ChatSessionRow.id).in_(keys)
+            )
         )
         return dict(rows.all())
 
 
 async def list_sessions(
     db: Database, *, tenant_id: str, limit: int, offset: int
-) -> tuple[list[ChatSession], int]:
+) -> tuple[list[ChatSessionRow], int]:
     async with db.read() as session:
         total = (
             await session.exec(
                 select(func.count())
-                .select_from(ChatSession)
-                .where(ChatSession.tenant_id == tenant_id)
+                .select_from(ChatSessionRow)
+                .where(ChatSessionRow.tenant_id == tenant_id)
             )
         ).one()
         rows = await session.exec(
-            select(ChatSession)
-            .where(ChatSession.tenant_id == tenant_id)
-            .order_by(col(ChatSession.updated_at).desc(), col(ChatSession.id))
+            select(ChatSessionRow)
+            .where(ChatSessionRow.tenant_id == tenant_id)
+            .order_by(col(ChatSessionRow.updated_at).desc(), col(ChatSessionRow.id))
             .offset(offset)
             .limit(limit)
         )
@@ -67,7 +69,7 @@ async def list_sessions(
 
 async def rename_session(
     db: Database, *, tenant_id: str, chat_id: str, title: str
-) -> ChatSession | None:
+) -> ChatSessionRow | None:
     async with db.write() as session:
         chat = (await session.exec(_by_chat_id(tenant_id, chat_id))).first()
         if chat is None:
@@ -81,10 +83,10 @@ async def rename_session(
 async def active_submission_ids(db: Database, *, tenant_id: str, session_id: str) -> list[str]:
     async with db.read() as session:
         rows = await session.exec(
-            select(Submission.id).where(
-                Submission.session_id == session_id,
-                Submission.tenant_id == tenant_id,
-                col(Submission.status).in_(["pending", "running"]),
+            select(SubmissionRow.id).where(
+                SubmissionRow.session_id == session_id,
+                SubmissionRow.tenant_id == tenant_id,
+                col(SubmissionRow.status).in_(["pending", "running"]),
             )
         )
         return list(rows.all())
@@ -96,28 +98,28 @@ async def delete_session(db: Database, *, tenant_id: str, session_id: str) -> bo
     sub-agents its turns called, theirs too. Schedules that post to it are the tenant's, not
     the session's: they stay (tests/e2e/test_storage_hygiene.py checks every table)."""
     async with db.write() as session:
-        chat = await session.get(ChatSession, session_id)
+        chat = await session.get(ChatSessionRow, session_id)
         if chat is None or chat.tenant_id != tenant_id:
             return False
         doomed = [session_id]
         for parent in doomed:  # grows as children are found
             children = await session.exec(
-                select(ChatSession.id).where(ChatSession.parent_session_id == parent)
+                select(ChatSessionRow.id).where(ChatSessionRow.parent_session_id == parent)
             )
             doomed += list(children.all())
-        assistant_ids = select(Submission.assistant_message_id).where(
-            col(Submission.session_id).in_(doomed)
+        assistant_ids = select(SubmissionRow.assistant_message_id).where(
+            col(SubmissionRow.session_id).in_(doomed)
         )
         connection = await session.connection()
         await connection.execute(
             delete(ChunkRow).where(col(ChunkRow.message_id).in_(assistant_ids))
         )
         await connection.execute(
-            delete(ChunkLog).where(col(ChunkLog.message_id).in_(assistant_ids))
+            delete(ChunkLogRow).where(col(ChunkLogRow.message_id).in_(assistant_ids))
         )
-        for table in (Message, Submission, Event, ToolWait, IncidentRow, Compaction):
+        for table in (MessageRow, SubmissionRow, EventRow, ToolWaitRow, IncidentRow, CompactionRow):
             await connection.execute(delete(table).where(col(table.session_id).in_(doomed)))
-        await connection.execute(delete(ChatSession).where(col(ChatSession.id).in_(doomed)))
+        await connection.execute(delete(ChatSessionRow).where(col(ChatSessionRow.id).in_(doomed)))
     return True
 
 
@@ -125,22 +127,22 @@ async def session_depth(db: Database, *, session_id: str) -> int:
     """How many parents the session has (0 for a chat a person started)."""
     depth = 0
     async with db.read() as session:
-        chat = await session.get(ChatSession, session_id)
+        chat = await session.get(ChatSessionRow, session_id)
         while chat is not None and chat.parent_session_id is not None and depth < 100:
             depth += 1
-            chat = await session.get(ChatSession, chat.parent_session_id)
+            chat = await session.get(ChatSessionRow, chat.parent_session_id)
     return depth
 
 
-async def child_sessions(db: Database, *, tenant_id: str, session_id: str) -> list[ChatSession]:
+async def child_sessions(db: Database, *, tenant_id: str, session_id: str) -> list[ChatSessionRow]:
     """The sub-agent sessions the session's turns started, oldest first."""
     async with db.read() as session:
         rows = await session.exec(
-            select(ChatSession)
+            select(ChatSessionRow)
             .where(
-                ChatSession.tenant_id == tenant_id,
-                ChatSession.parent_session_id == session_id,
+                ChatSessionRow.tenant_id == tenant_id,
+                ChatSessionRow.parent_session_id == session_id,
             )
-            .order_by(col(ChatSession.created_at), col(ChatSession.id))
+            .order_by(col(ChatSessionRow.created_at), col(ChatSessionRow.id))
         )
         return list(rows.all())

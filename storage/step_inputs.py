@@ -8,12 +8,12 @@ from perdure.domain.ui import Chunk, UIMessage
 from storage.chunks import chunks_after
 from storage.db import Database
 from storage.messages import recent_path_of
-from storage.tables import Submission
+from storage.tables import SubmissionRow
 
 
 @dataclass
 class StepInputs:
-    submission: Submission
+    submission: SubmissionRow
     log: list[Chunk]
     """The answer's log, when read (a retry reads it only after its claim)."""
     path: list[UIMessage]
@@ -31,7 +31,7 @@ async def read_step_inputs(
     the submission is gone."""
 
     def read(session: Session) -> StepInputs | None:
-        submission = session.get(Submission, submission_id)
+        submission = session.get(SubmissionRow, submission_id)
         if submission is None:
             return None
         log = (

@@ -15,7 +15,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.db import Database
 from storage.submissions import ACTIVE, locked_submission
-from storage.tables import ChatSession, Submission
+from storage.tables import ChatSessionRow, SubmissionRow
 from storage.timing import now
 
 StopVerdict = Literal["stopped", "already_finished", "nothing_running"]
@@ -27,16 +27,16 @@ NOT_OVERRIDDEN: tuple[Ending, ...] = ("aborted", "skipped")
 @dataclass(frozen=True)
 class StopRecord:
     verdict: StopVerdict
-    submission: Submission | None
+    submission: SubmissionRow | None
     """The submission the stop was for (None: `nothing_running`)."""
 
 
-async def _oldest_queued(session: AsyncSession, session_id: str) -> Submission | None:
+async def _oldest_queued(session: AsyncSession, session_id: str) -> SubmissionRow | None:
     """Cancelled ones included: stopping twice stops the same queued turn, not the next."""
     result = await session.exec(
-        select(Submission)
-        .where(Submission.session_id == session_id, Submission.status == "pending")
-        .order_by(col(Submission.queue_seq))
+        select(SubmissionRow)
+        .where(SubmissionRow.session_id == session_id, SubmissionRow.status == "pending")
+        .order_by(col(SubmissionRow.queue_seq))
         .with_for_update()
     )
     return result.first()
@@ -50,7 +50,7 @@ async def record_stop(db: Database, *, session_id: str, submission_id: str | Non
         # Only the submission is locked: `finish` locks it before the session, and taking
         # the session first here deadlocked the two on PostgreSQL. A running turn that ends
         # between the read of the session and the lock is seen ended under the lock.
-        chat = await session.get(ChatSession, session_id)
+        chat = await session.get(ChatSessionRow, session_id)
         if chat is None:
             return StopRecord("nothing_running", None)
         target_id = submission_id or chat.running_submission_id
@@ -74,7 +74,7 @@ async def record_stop(db: Database, *, session_id: str, submission_id: str | Non
 @dataclass(frozen=True)
 class Decided:
     ending: Ending
-    submission: Submission | None
+    submission: SubmissionRow | None
     """The row as the decision found it (None: deleted with its session)."""
 
 

@@ -5,7 +5,14 @@ from sqlalchemy import ColumnElement, delete, func
 from sqlmodel import col, select
 
 from storage.db import Database
-from storage.tables import ChatSession, ChunkLog, ChunkRow, IncidentRow, Submission, ToolWait
+from storage.tables import (
+    ChatSessionRow,
+    ChunkLogRow,
+    ChunkRow,
+    IncidentRow,
+    SubmissionRow,
+    ToolWaitRow,
+)
 from storage.timing import now
 
 ENDED = ("completed", "aborted", "skipped", "error")
@@ -19,22 +26,22 @@ async def list_submissions(
     statuses: list[str] | None,
     limit: int,
     offset: int,
-) -> tuple[list[Submission], int]:
+) -> tuple[list[SubmissionRow], int]:
     """The session's submissions in queue order (oldest first), and how many match."""
     where: list[ColumnElement[bool]] = [
-        col(Submission.tenant_id) == tenant_id,
-        col(Submission.session_id) == session_id,
+        col(SubmissionRow.tenant_id) == tenant_id,
+        col(SubmissionRow.session_id) == session_id,
     ]
     if statuses:
-        where.append(col(Submission.status).in_(statuses))
+        where.append(col(SubmissionRow.status).in_(statuses))
     async with db.read() as session:
         total = (
-            await session.exec(select(func.count()).select_from(Submission).where(*where))
+            await session.exec(select(func.count()).select_from(SubmissionRow).where(*where))
         ).one()
         rows = await session.exec(
-            select(Submission)
+            select(SubmissionRow)
             .where(*where)
-            .order_by(col(Submission.queue_seq), col(Submission.id))
+            .order_by(col(SubmissionRow.queue_seq), col(SubmissionRow.id))
             .offset(offset)
             .limit(limit)
         )
@@ -43,9 +50,9 @@ async def list_submissions(
 
 async def owned_submission(
     db: Database, *, tenant_id: str, session_id: str, submission_id: str
-) -> Submission | None:
+) -> SubmissionRow | None:
     async with db.read() as session:
-        row = await session.get(Submission, submission_id)
+        row = await session.get(SubmissionRow, submission_id)
     if row is None or (row.tenant_id, row.session_id) != (tenant_id, session_id):
         return None
     return row
@@ -60,14 +67,14 @@ async def delete_ended(
         doomed = list(
             (
                 await session.exec(
-                    select(Submission.id, Submission.assistant_message_id)
+                    select(SubmissionRow.id, SubmissionRow.assistant_message_id)
                     .where(
-                        Submission.tenant_id == tenant_id,
-                        Submission.session_id == session_id,
-                        col(Submission.status).in_(ENDED),
-                        col(Submission.completed_at) < completed_before,
+                        SubmissionRow.tenant_id == tenant_id,
+                        SubmissionRow.session_id == session_id,
+                        col(SubmissionRow.status).in_(ENDED),
+                        col(SubmissionRow.completed_at) < completed_before,
                     )
-                    .order_by(col(Submission.completed_at))
+                    .order_by(col(SubmissionRow.completed_at))
                     .limit(limit)
                 )
             ).all()
@@ -78,21 +85,21 @@ async def delete_ended(
         logs = [message_id for _, message_id in doomed]
         connection = await session.connection()
         await connection.execute(delete(ChunkRow).where(col(ChunkRow.message_id).in_(logs)))
-        await connection.execute(delete(ChunkLog).where(col(ChunkLog.message_id).in_(logs)))
+        await connection.execute(delete(ChunkLogRow).where(col(ChunkLogRow.message_id).in_(logs)))
         await connection.execute(delete(IncidentRow).where(col(IncidentRow.submission_id).in_(ids)))
-        await connection.execute(delete(ToolWait).where(col(ToolWait.submission_id).in_(ids)))
-        await connection.execute(delete(Submission).where(col(Submission.id).in_(ids)))
+        await connection.execute(delete(ToolWaitRow).where(col(ToolWaitRow.submission_id).in_(ids)))
+        await connection.execute(delete(SubmissionRow).where(col(SubmissionRow.id).in_(ids)))
         return len(ids)
 
 
-async def clear_session(db: Database, *, tenant_id: str, session_id: str) -> list[Submission]:
+async def clear_session(db: Database, *, tenant_id: str, session_id: str) -> list[SubmissionRow]:
     """Start the transcript afresh: the active path becomes empty (the messages stay in the
     tree), and every queued submission is marked cancelled so none is admitted any more.
     Returns those submissions: their turns end `skipped`."""
     async with db.write() as session:
         chat = (
             await session.exec(
-                select(ChatSession).where(ChatSession.id == session_id).with_for_update()
+                select(ChatSessionRow).where(ChatSessionRow.id == session_id).with_for_update()
             )
         ).first()
         if chat is None or chat.tenant_id != tenant_id:
@@ -103,8 +110,8 @@ async def clear_session(db: Database, *, tenant_id: str, session_id: str) -> lis
         queued = list(
             (
                 await session.exec(
-                    select(Submission).where(
-                        Submission.session_id == session_id, Submission.status == "pending"
+                    select(SubmissionRow).where(
+                        SubmissionRow.session_id == session_id, SubmissionRow.status == "pending"
                     )
                 )
             ).all()

@@ -21,7 +21,7 @@ from storage.concurrency import Effects, absorb_queued, apply_busy, strategy_for
 from storage.db import Database
 from storage.errors import MessageConflict, SubmissionConflict
 from storage.session_keys import session_key
-from storage.tables import ChatSession, ChunkLog, ChunkRow, Message, Submission
+from storage.tables import ChatSessionRow, ChunkLogRow, ChunkRow, MessageRow, SubmissionRow
 from storage.tenant_policies import TenantLimits
 from storage.timing import now
 from storage.tool_waits import cancel_pending
@@ -70,7 +70,7 @@ class SubmissionOptions:
 
 @dataclass(frozen=True)
 class SubmitOutcome:
-    submission: Submission
+    submission: SubmissionRow
     created: bool
     effects: Effects = field(default_factory=Effects)
     """What the session's concurrency strategy asks of Temporal (stop, skip)."""
@@ -84,30 +84,32 @@ def new_assistant_message_id() -> str:
     return f"msg_{uuid.uuid4().hex[:24]}"
 
 
-async def _locked_session(session: AsyncSession, session_id: str) -> ChatSession | None:
+async def _locked_session(session: AsyncSession, session_id: str) -> ChatSessionRow | None:
     result = await session.exec(
-        select(ChatSession).where(ChatSession.id == session_id).with_for_update()
+        select(ChatSessionRow).where(ChatSessionRow.id == session_id).with_for_update()
     )
     return result.first()
 
 
-async def locked_submission(session: AsyncSession, submission_id: str) -> Submission | None:
+async def locked_submission(session: AsyncSession, submission_id: str) -> SubmissionRow | None:
     result = await session.exec(
-        select(Submission).where(Submission.id == submission_id).with_for_update()
+        select(SubmissionRow).where(SubmissionRow.id == submission_id).with_for_update()
     )
     return result.first()
 
 
 async def _locked_with_session(
     session: AsyncSession, submission_id: str, session_id: str | None = None
-) -> tuple[ChatSession | None, Submission | None]:
+) -> tuple[ChatSessionRow | None, SubmissionRow | None]:
     """The submission and its session, both locked, the session first: the order intake takes
     them in (it locks the session, then changes the running submission); the other order can
     deadlock with an `interrupt` intake on PostgreSQL. `session_id` when the caller knows it
     (saves a read); else it is looked up."""
     if session_id is None:
         session_id = (
-            await session.exec(select(Submission.session_id).where(Submission.id == submission_id))
+            await session.exec(
+                select(SubmissionRow.session_id).where(SubmissionRow.id == submission_id)
+            )
         ).first()
         if session_id is None:
             return None, None
@@ -115,17 +117,21 @@ async def _locked_with_session(
     return chat, await locked_submission(session, submission_id)
 
 
-async def _locked_chat(session: AsyncSession, tenant_id: str, chat_id: str) -> ChatSession | None:
+async def _locked_chat(
+    session: AsyncSession, tenant_id: str, chat_id: str
+) -> ChatSessionRow | None:
     """The tenant's session a client knows by `chat_id`, locked (as `_locked_session`)."""
     result = await session.exec(
-        select(ChatSession)
-        .where(ChatSession.tenant_id == tenant_id, ChatSession.chat_id == chat_id)
+        select(ChatSessionRow)
+        .where(ChatSessionRow.tenant_id == tenant_id, ChatSessionRow.chat_id == chat_id)
         .with_for_update()
     )
     return result.first()
 
 
-def _admit(session: AsyncSession, chat: ChatSession, submission: Submission, at: float) -> None:
+def _admit(
+    session: AsyncSession, chat: ChatSessionRow, submission: SubmissionRow, at: float
+) -> None:
     """Apply the submission's user messages at the leaf, in order, and mark it running: a
     queued submission's messages join the transcript only when its turn starts."""
     if submission.regenerates:
@@ -141,7 +147,7 @@ def _admit(session: AsyncSession, chat: ChatSession, submission: Submission, at:
         ]
     ):
         session.add(
-            Message(
+            MessageRow(
                 session_id=chat.id,
                 id=str(message["id"]),
                 parent_id=chat.leaf_message_id,
@@ -162,20 +168,22 @@ def _admit(session: AsyncSession, chat: ChatSession, submission: Submission, at:
     session.add(submission)
 
 
-async def _queue_head(session: AsyncSession, chat: ChatSession) -> Submission | None:
+async def _queue_head(session: AsyncSession, chat: ChatSessionRow) -> SubmissionRow | None:
     queued = await session.exec(
-        select(Submission)
+        select(SubmissionRow)
         .where(
-            Submission.session_id == chat.id,
-            Submission.status == "pending",
-            col(Submission.cancel_requested_at).is_(None),  # its turn ends without running
+            SubmissionRow.session_id == chat.id,
+            SubmissionRow.status == "pending",
+            col(SubmissionRow.cancel_requested_at).is_(None),  # its turn ends without running
         )
-        .order_by(col(Submission.queue_seq))
+        .order_by(col(SubmissionRow.queue_seq))
     )
     return queued.first()
 
 
-async def _admit_next(session: AsyncSession, chat: ChatSession, at: float) -> Submission | None:
+async def _admit_next(
+    session: AsyncSession, chat: ChatSessionRow, at: float
+) -> SubmissionRow | None:
     """Admit the session's oldest queued submission, if any (the caller released the session),
     unless it is debounced until later: its own turn admits it then (`admit_when_due`)."""
     following = await _queue_head(session, chat)
@@ -191,7 +199,7 @@ async def admit_when_due(db: Database, *, submission_id: str) -> bool:
     was taken over by a later submission."""
 
     async def admit(session: AsyncSession) -> bool:
-        submission = await session.get(Submission, submission_id)
+        submission = await session.get(SubmissionRow, submission_id)
         if submission is None:
             return False
         chat = await _locked_session(session, submission.session_id)
@@ -211,38 +219,38 @@ async def admit_when_due(db: Database, *, submission_id: str) -> bool:
     return await db.transact(admit)
 
 
-async def _by_key(session: AsyncSession, session_id: str, key: str) -> Submission | None:
+async def _by_key(session: AsyncSession, session_id: str, key: str) -> SubmissionRow | None:
     result = await session.exec(
-        select(Submission).where(
-            Submission.session_id == session_id, Submission.idempotency_key == key
+        select(SubmissionRow).where(
+            SubmissionRow.session_id == session_id, SubmissionRow.idempotency_key == key
         )
     )
     return result.first()
 
 
 async def _message_id_taken(session: AsyncSession, session_id: str, message_id: str) -> bool:
-    if await session.get(Message, (session_id, message_id)) is not None:
+    if await session.get(MessageRow, (session_id, message_id)) is not None:
         return True
     queued = await session.exec(
-        select(Submission.id).where(
-            Submission.session_id == session_id,
-            Submission.user_message_id == message_id,
-            col(Submission.status).in_(ACTIVE),
+        select(SubmissionRow.id).where(
+            SubmissionRow.session_id == session_id,
+            SubmissionRow.user_message_id == message_id,
+            col(SubmissionRow.status).in_(ACTIVE),
         )
     )
     return queued.first() is not None
 
 
 async def _stored_user_message(
-    session: AsyncSession, chat: ChatSession, message_id: str
-) -> Message:
-    stored = await session.get(Message, (chat.id, message_id))
+    session: AsyncSession, chat: ChatSessionRow, message_id: str
+) -> MessageRow:
+    stored = await session.get(MessageRow, (chat.id, message_id))
     if stored is None or stored.role != "user":
         raise MessageConflict(f"no stored user message {message_id!r} in session {chat.chat_id!r}")
     return stored
 
 
-def _as_ui_message(stored: Message) -> UIMessage:
+def _as_ui_message(stored: MessageRow) -> UIMessage:
     return UIMessage.model_validate(
         {
             "id": stored.id,
@@ -253,10 +261,10 @@ def _as_ui_message(stored: Message) -> UIMessage:
     )
 
 
-async def _last_answer(session: AsyncSession, chat: ChatSession) -> UIMessage:
+async def _last_answer(session: AsyncSession, chat: ChatSessionRow) -> UIMessage:
     """The assistant message a `continue_last` turn goes on from: the active path's last."""
     last = (
-        await session.get(Message, (chat.id, chat.leaf_message_id))
+        await session.get(MessageRow, (chat.id, chat.leaf_message_id))
         if chat.leaf_message_id
         else None
     )
@@ -284,9 +292,9 @@ async def _submit_once(
 
     async def record(session: AsyncSession) -> SubmitOutcome:
         if options.submission_id is not None:
-            named = await session.get(Submission, options.submission_id)
+            named = await session.get(SubmissionRow, options.submission_id)
             if named is not None:
-                owner = await session.get(ChatSession, named.session_id)
+                owner = await session.get(ChatSessionRow, named.session_id)
                 if (owner.chat_id if owner else None, named.tenant_id, named.idempotency_key) != (
                     chat_id,
                     tenant_id,
@@ -307,7 +315,7 @@ async def _submit_once(
             # at commit, with its final values: three statements fewer on a first message. A
             # concurrent request creating it too fails the commit (the key is deterministic);
             # `submit` then looks again.
-            chat = ChatSession(
+            chat = ChatSessionRow(
                 id=session_key(tenant_id, chat_id),
                 tenant_id=tenant_id,
                 chat_id=chat_id,
@@ -342,7 +350,7 @@ async def _submit_once(
                     )
         if options.limits is not None:
             await options.limits.check(session, agent=chat.agent, at=at)
-        submission = Submission(
+        submission = SubmissionRow(
             id=options.submission_id or new_submission_id(),
             session_id=chat.id,
             chat_id=chat.chat_id,
@@ -413,53 +421,53 @@ async def submit(
     raise MessageConflict("the session changed concurrently; retry the request")
 
 
-async def get_submission(db: Database, submission_id: str) -> Submission | None:
-    return await db.read_sync(lambda session: session.get(Submission, submission_id))
+async def get_submission(db: Database, submission_id: str) -> SubmissionRow | None:
+    return await db.read_sync(lambda session: session.get(SubmissionRow, submission_id))
 
 
 async def submission_of_answer(
     db: Database, *, tenant_id: str, chat_id: str, message_id: str
-) -> Submission | None:
+) -> SubmissionRow | None:
     """The turn that writes (or wrote) assistant message `message_id` in the tenant's session
     `chat_id`."""
     statement = (
-        select(Submission)
-        .join(ChatSession, col(ChatSession.id) == Submission.session_id)
+        select(SubmissionRow)
+        .join(ChatSessionRow, col(ChatSessionRow.id) == SubmissionRow.session_id)
         .where(
-            ChatSession.tenant_id == tenant_id,
-            ChatSession.chat_id == chat_id,
-            Submission.assistant_message_id == message_id,
+            ChatSessionRow.tenant_id == tenant_id,
+            ChatSessionRow.chat_id == chat_id,
+            SubmissionRow.assistant_message_id == message_id,
         )
     )
     return await db.read_sync(lambda session: session.exec(statement).first())
 
 
-async def stream_target(db: Database, *, session_id: str, latest: bool) -> Submission | None:
+async def stream_target(db: Database, *, session_id: str, latest: bool) -> SubmissionRow | None:
     """The submission whose stream a resuming client wants.
 
     The running one, else the oldest queued one; with `latest`, also the newest finished one
     (a cursor resume of a turn that ended while the client was away).
     """
     async with db.read() as session:
-        chat = await session.get(ChatSession, session_id)
+        chat = await session.get(ChatSessionRow, session_id)
         if chat is None:
             return None
         if chat.running_submission_id is not None:
-            running = await session.get(Submission, chat.running_submission_id)
+            running = await session.get(SubmissionRow, chat.running_submission_id)
             if running is not None:
                 return running
         pending = await session.exec(
-            select(Submission)
-            .where(Submission.session_id == session_id, Submission.status == "pending")
-            .order_by(col(Submission.queue_seq))
+            select(SubmissionRow)
+            .where(SubmissionRow.session_id == session_id, SubmissionRow.status == "pending")
+            .order_by(col(SubmissionRow.queue_seq))
         )
         first = pending.first()
         if first is not None or not latest:
             return first
         newest = await session.exec(
-            select(Submission)
-            .where(Submission.session_id == session_id)
-            .order_by(col(Submission.queue_seq).desc())
+            select(SubmissionRow)
+            .where(SubmissionRow.session_id == session_id)
+            .order_by(col(SubmissionRow.queue_seq).desc())
         )
         return newest.first()
 
@@ -470,7 +478,7 @@ ClosingPlan = Callable[[list[Chunk]], tuple[list[Chunk], Reduction]]
 
 @dataclass(frozen=True)
 class Finished:
-    following: Submission | None
+    following: SubmissionRow | None
     """The submission admitted next (its workflow needs the admit signal), or the running one."""
     closed: bool
     """This call closed the log (a repeated finish changes nothing)."""
@@ -527,7 +535,7 @@ async def finish(
             session.add(submission)
             if was_running and chat is not None and assistant.parts:
                 session.add(
-                    Message(
+                    MessageRow(
                         session_id=chat.id,
                         id=submission.assistant_message_id,
                         parent_id=submission.user_message_id,
@@ -553,17 +561,19 @@ async def finish(
             session.add(chat)
             return Finished(following, closed)
         if chat.running_submission_id is not None:
-            return Finished(await session.get(Submission, chat.running_submission_id), closed)
+            return Finished(await session.get(SubmissionRow, chat.running_submission_id), closed)
         return Finished(None, closed)
 
     return await db.transact(close)
 
 
-async def _roll_back(session: AsyncSession, chat: ChatSession, submission: Submission) -> None:
+async def _roll_back(
+    session: AsyncSession, chat: ChatSessionRow, submission: SubmissionRow
+) -> None:
     """A turn stopped by `rollback`: its messages stay stored but leave the active path (the
     leaf goes back to where its first user message was applied)."""
     first = (submission.prior_messages or [submission.user_message])[0]
-    applied = await session.get(Message, (chat.id, str(first["id"])))
+    applied = await session.get(MessageRow, (chat.id, str(first["id"])))
     if applied is not None and chat.leaf_message_id in (
         submission.user_message_id,
         submission.assistant_message_id,
@@ -573,7 +583,7 @@ async def _roll_back(session: AsyncSession, chat: ChatSession, submission: Submi
 
 async def save_stash(db: Database, *, submission_id: str, data: object) -> None:
     async with db.write() as session:
-        submission = await session.get(Submission, submission_id)
+        submission = await session.get(SubmissionRow, submission_id)
         if submission is None:
             raise LookupError(f"submission {submission_id} not found")
         submission.stash = data
@@ -591,7 +601,7 @@ async def save_boot_history(
     if len(json.dumps(messages, separators=(",", ":"))) > MAX_BOOT_HISTORY_BYTES:
         return False
     async with db.write() as session:
-        submission = await session.get(Submission, submission_id)
+        submission = await session.get(SubmissionRow, submission_id)
         if submission is None:
             return False
         submission.boot_history = messages
@@ -599,13 +609,13 @@ async def save_boot_history(
     return True
 
 
-async def queued_after(db: Database, *, session_id: str) -> list[Submission]:
+async def queued_after(db: Database, *, session_id: str) -> list[SubmissionRow]:
     """Submissions waiting behind the running one, oldest first."""
     async with db.read() as session:
         rows = await session.exec(
-            select(Submission)
-            .where(Submission.session_id == session_id, Submission.status == "pending")
-            .order_by(col(Submission.queue_seq))
+            select(SubmissionRow)
+            .where(SubmissionRow.session_id == session_id, SubmissionRow.status == "pending")
+            .order_by(col(SubmissionRow.queue_seq))
         )
         return list(rows.all())
 
@@ -619,8 +629,8 @@ async def apply_recovery_plan(
     async with db.write() as session:
         rows = (
             await session.exec(
-                select(Submission).where(
-                    Submission.session_id == session_id, Submission.status == "pending"
+                select(SubmissionRow).where(
+                    SubmissionRow.session_id == session_id, SubmissionRow.status == "pending"
                 )
             )
         ).all()
@@ -658,16 +668,16 @@ async def apply_recovery_plan(
             session.add(skipped)
 
 
-async def stale_active(db: Database, *, older_than: float) -> list[Submission]:
+async def stale_active(db: Database, *, older_than: float) -> list[SubmissionRow]:
     """Pending or running submissions created more than `older_than` seconds ago."""
     async with db.read() as session:
         rows = await session.exec(
-            select(Submission)
+            select(SubmissionRow)
             .where(
-                col(Submission.status).in_(ACTIVE),
-                col(Submission.created_at) <= now() - older_than,
+                col(SubmissionRow.status).in_(ACTIVE),
+                col(SubmissionRow.created_at) <= now() - older_than,
             )
-            .order_by(col(Submission.created_at))
+            .order_by(col(SubmissionRow.created_at))
         )
         return list(rows.all())
 
@@ -676,7 +686,7 @@ async def stale_active(db: Database, *, older_than: float) -> list[Submission]:
 class Withdrawal:
     withdrawn: bool
     """False when the submission is gone or finished already, or its turn's log has begun."""
-    admitted: Submission | None = None
+    admitted: SubmissionRow | None = None
     """The queued submission admitted in its place: its workflow needs the admit signal."""
 
 
@@ -698,13 +708,13 @@ async def withdraw_submission(db: Database, *, submission_id: str) -> Withdrawal
         begun = await session.exec(
             select(ChunkRow.seq).where(ChunkRow.message_id == message_id).limit(1)
         )
-        if begun.first() is not None or await session.get(ChunkLog, message_id) is not None:
+        if begun.first() is not None or await session.get(ChunkLogRow, message_id) is not None:
             return Withdrawal(withdrawn=False)
         if chat is not None and submission.status == "running":
             applied = [
                 row
                 for message in [*(submission.prior_messages or []), submission.user_message]
-                if (row := await session.get(Message, (chat.id, str(message["id"]))))
+                if (row := await session.get(MessageRow, (chat.id, str(message["id"]))))
                 and row.submission_id == submission.id
             ]
             if applied and chat.leaf_message_id == applied[-1].id:
@@ -717,15 +727,15 @@ async def withdraw_submission(db: Database, *, submission_id: str) -> Withdrawal
         await session.flush()
         if chat is None:
             return Withdrawal(withdrawn=True)
-        admitted: Submission | None = None
+        admitted: SubmissionRow | None = None
         if chat.running_submission_id is None:
             admitted = await _admit_next(session, chat, at)
         created_by_it = chat.created_at == submission.created_at
         others = await session.exec(
-            select(Submission.id).where(Submission.session_id == chat.id).limit(1)
+            select(SubmissionRow.id).where(SubmissionRow.session_id == chat.id).limit(1)
         )
         messages = await session.exec(
-            select(Message.id).where(Message.session_id == chat.id).limit(1)
+            select(MessageRow.id).where(MessageRow.session_id == chat.id).limit(1)
         )
         if created_by_it and others.first() is None and messages.first() is None:
             await session.delete(chat)

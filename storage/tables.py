@@ -6,7 +6,7 @@ from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
-class ChatSession(SQLModel, table=True):
+class ChatSessionRow(SQLModel, table=True):
     __tablename__ = "sessions"
     __table_args__ = (UniqueConstraint("tenant_id", "chat_id", name="uq_session_chat"),)
 
@@ -28,7 +28,7 @@ class ChatSession(SQLModel, table=True):
     parent_tool_call_id: str | None = Field(default=None, max_length=200)
 
 
-class Message(SQLModel, table=True):
+class MessageRow(SQLModel, table=True):
     __tablename__ = "messages"
 
     session_id: str = Field(primary_key=True, max_length=200)
@@ -44,7 +44,7 @@ class Message(SQLModel, table=True):
     created_at: float
 
 
-class Submission(SQLModel, table=True):
+class SubmissionRow(SQLModel, table=True):
     __tablename__ = "submissions"
     __table_args__ = (
         UniqueConstraint("session_id", "idempotency_key", name="uq_submission_key"),
@@ -124,7 +124,7 @@ class ChunkRow(SQLModel, table=True):
     created_at: float
 
 
-class ChunkLog(SQLModel, table=True):
+class ChunkLogRow(SQLModel, table=True):
     """One per assistant message; every append locks it (see storage/chunks.py)."""
 
     __tablename__ = "chunk_logs"
@@ -142,7 +142,7 @@ class ChunkLog(SQLModel, table=True):
     """When the chunks were deleted after the retention period (the stored message stays)."""
 
 
-class Event(SQLModel, table=True):
+class EventRow(SQLModel, table=True):
     __tablename__ = "events"
 
     id: int | None = Field(default=None, primary_key=True)
@@ -162,7 +162,7 @@ class IncidentRow(SQLModel, table=True):
     updated_at: float
 
 
-class ToolWait(SQLModel, table=True):
+class ToolWaitRow(SQLModel, table=True):
     """A tool call a parked turn waits on: an approval, or a client-side tool's output.
 
     Status `pending` until answered: `approved` / `denied` (approvals), `answered` (client
@@ -194,7 +194,7 @@ class ToolWait(SQLModel, table=True):
     answered_at: float | None = None
 
 
-class Compaction(SQLModel, table=True):
+class CompactionRow(SQLModel, table=True):
     """A summary that stands in for a session's messages up to one of them, for the model only:
     the stored history stays whole. It applies on every branch through `up_to_message_id`."""
 

@@ -19,7 +19,7 @@ from perdure.domain.ui import Chunk
 from storage.chunks import LogWriter, insert_chunks
 from storage.db import Database
 from storage.errors import StoreError
-from storage.tables import Submission, ToolWait
+from storage.tables import SubmissionRow, ToolWaitRow
 from storage.timing import now
 
 PENDING = "pending"
@@ -64,26 +64,28 @@ async def park(
     requests: list[WaitRequest],
     finish: Chunk | None,
     writer: LogWriter,
-) -> list[ToolWait]:
+) -> list[ToolWaitRow]:
     """In one transaction: the wait rows (once per call) and the park's `finish` chunk (None
     when an earlier attempt wrote it). Returns the rows, as first recorded."""
     at = now()
 
-    async def record(session: AsyncSession) -> list[ToolWait]:
-        submission = await session.get(Submission, submission_id)
+    async def record(session: AsyncSession) -> list[ToolWaitRow]:
+        submission = await session.get(SubmissionRow, submission_id)
         if submission is None:
             raise LookupError(f"submission {submission_id} is gone")
         existing = {
             row.tool_call_id: row
             for row in (
-                await session.exec(select(ToolWait).where(ToolWait.submission_id == submission_id))
+                await session.exec(
+                    select(ToolWaitRow).where(ToolWaitRow.submission_id == submission_id)
+                )
             ).all()
         }
-        rows: list[ToolWait] = []
+        rows: list[ToolWaitRow] = []
         for request in requests:
             row = existing.get(request.tool_call_id)
             if row is None:
-                row = ToolWait(
+                row = ToolWaitRow(
                     id=request.wait_id,
                     kind=request.kind,
                     tenant_id=submission.tenant_id,
@@ -123,7 +125,7 @@ class WaitAnswer:
     output: Any = None
     error_text: str | None = None
 
-    def same_as(self, row: ToolWait) -> bool:
+    def same_as(self, row: ToolWaitRow) -> bool:
         if self.kind == "approval":
             return row.approved is self.approved
         return row.output == self.output and row.error_text == self.error_text
@@ -131,7 +133,7 @@ class WaitAnswer:
 
 @dataclass(frozen=True)
 class Answered:
-    row: ToolWait
+    row: ToolWaitRow
     changed: bool
     """False when the same answer was already recorded (nothing new to tell the turn)."""
 
@@ -144,18 +146,18 @@ def _status_for(answer: WaitAnswer) -> str:
 
 async def _row_for(
     session: AsyncSession, tenant_id: str, session_id: str, answer: WaitAnswer
-) -> ToolWait:
-    key = col(ToolWait.id) if answer.kind == "approval" else col(ToolWait.tool_call_id)
+) -> ToolWaitRow:
+    key = col(ToolWaitRow.id) if answer.kind == "approval" else col(ToolWaitRow.tool_call_id)
     found = (
         await session.exec(
-            select(ToolWait)
+            select(ToolWaitRow)
             .where(
                 key == answer.key,
-                ToolWait.kind == answer.kind,
-                ToolWait.tenant_id == tenant_id,
-                ToolWait.session_id == session_id,
+                ToolWaitRow.kind == answer.kind,
+                ToolWaitRow.tenant_id == tenant_id,
+                ToolWaitRow.session_id == session_id,
             )
-            .order_by(col(ToolWait.requested_at).desc())
+            .order_by(col(ToolWaitRow.requested_at).desc())
             .with_for_update()
         )
     ).first()
@@ -194,7 +196,7 @@ async def answer_waits(
     return await db.transact(record)
 
 
-def _closed_because(row: ToolWait) -> str:
+def _closed_because(row: ToolWaitRow) -> str:
     name = f"approval {row.id}" if row.kind == "approval" else f"tool call {row.tool_call_id}"
     if row.status in ANSWERED:
         return f"{name} was already answered differently ({row.status})"
@@ -203,11 +205,13 @@ def _closed_because(row: ToolWait) -> str:
     return f"{name} is no longer waiting: its turn ended"
 
 
-async def waits_by_id(db: Database, wait_ids: list[str]) -> list[ToolWait]:
+async def waits_by_id(db: Database, wait_ids: list[str]) -> list[ToolWaitRow]:
     if not wait_ids:
         return []
     return await db.read_sync(
-        lambda session: list(session.exec(select(ToolWait).where(col(ToolWait.id).in_(wait_ids))))
+        lambda session: list(
+            session.exec(select(ToolWaitRow).where(col(ToolWaitRow.id).in_(wait_ids)))
+        )
     )
 
 
@@ -217,8 +221,8 @@ async def expire_waits(db: Database, *, wait_ids: list[str], reason: str) -> Non
         return
     async with db.write() as session:
         await session.exec(
-            update(ToolWait)
-            .where(col(ToolWait.id).in_(wait_ids), col(ToolWait.status) == PENDING)
+            update(ToolWaitRow)
+            .where(col(ToolWaitRow.id).in_(wait_ids), col(ToolWaitRow.status) == PENDING)
             .values(status="expired", reason=reason, answered_at=now())
         )
 
@@ -226,23 +230,23 @@ async def expire_waits(db: Database, *, wait_ids: list[str], reason: str) -> Non
 async def cancel_pending(session: AsyncSession, *, submission_id: str, reason: str) -> None:
     """Inside the finish transaction: the turn ended, nothing it waited on can be answered."""
     await session.exec(
-        update(ToolWait)
-        .where(col(ToolWait.submission_id) == submission_id, col(ToolWait.status) == PENDING)
+        update(ToolWaitRow)
+        .where(col(ToolWaitRow.submission_id) == submission_id, col(ToolWaitRow.status) == PENDING)
         .values(status="cancelled", reason=reason, answered_at=now())
     )
 
 
 async def list_pending(
     db: Database, *, tenant_id: str, session_id: str, kind: WaitKind | None = None
-) -> list[ToolWait]:
-    query = select(ToolWait).where(
-        ToolWait.tenant_id == tenant_id,
-        ToolWait.session_id == session_id,
-        ToolWait.status == PENDING,
+) -> list[ToolWaitRow]:
+    query = select(ToolWaitRow).where(
+        ToolWaitRow.tenant_id == tenant_id,
+        ToolWaitRow.session_id == session_id,
+        ToolWaitRow.status == PENDING,
     )
     if kind is not None:
-        query = query.where(ToolWait.kind == kind)
-    statement = query.order_by(col(ToolWait.requested_at), col(ToolWait.id))
+        query = query.where(ToolWaitRow.kind == kind)
+    statement = query.order_by(col(ToolWaitRow.requested_at), col(ToolWaitRow.id))
     return await db.read_sync(lambda session: list(session.exec(statement)))
 
 
@@ -250,15 +254,15 @@ async def sessions_waiting(db: Database, *, session_ids: list[str]) -> set[str]:
     """Those of `session_ids` whose running turn waits on something."""
     if not session_ids:
         return set()
-    statement = select(ToolWait.session_id).where(
-        col(ToolWait.session_id).in_(session_ids), ToolWait.status == PENDING
+    statement = select(ToolWaitRow.session_id).where(
+        col(ToolWaitRow.session_id).in_(session_ids), ToolWaitRow.status == PENDING
     )
     return await db.read_sync(lambda session: set(session.exec(statement)))
 
 
 async def client_calls_of(db: Database, *, submission_id: str) -> set[str]:
     """The tool call ids of the turn's client tool calls, answered or not."""
-    statement = select(ToolWait.tool_call_id).where(
-        ToolWait.submission_id == submission_id, ToolWait.kind == "client"
+    statement = select(ToolWaitRow.tool_call_id).where(
+        ToolWaitRow.submission_id == submission_id, ToolWaitRow.kind == "client"
     )
     return await db.read_sync(lambda session: set(session.exec(statement)))

@@ -8,41 +8,16 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Path
-from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.deps import DbDep, OwnedSessionDep
-from gateway.schemas import SESSION_ID_PATTERN, SessionPublic
+from gateway.schemas.branches import ForkRequest, LeafChange, LeafChanged, SiblingPublic
+from gateway.schemas.sessions import SessionPublic
 from storage.branches import fork, siblings, switch_leaf
 from storage.messages import active_path
 
 router = APIRouter(prefix="/v1/sessions", tags=["branches"])
 
 MessageIdPath = Annotated[str, Path(min_length=1, max_length=200)]
-
-
-class SiblingPublic(BaseModel):
-    id: str
-    role: str
-    status: str
-    active: bool = Field(description="On the session's active branch")
-    created_at: datetime
-
-
-class LeafChange(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    messageId: str = Field(min_length=1, max_length=200)  # noqa: N815 - wire names
-
-
-class LeafChanged(BaseModel):
-    leafMessageId: str  # noqa: N815 - wire name
-
-
-class ForkRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    messageId: str = Field(min_length=1, max_length=200)  # noqa: N815 - wire names
-    sessionId: str | None = Field(default=None, pattern=SESSION_ID_PATTERN)  # noqa: N815
 
 
 @router.get(

@@ -22,9 +22,9 @@ from gateway.deps import (
 )
 from gateway.errors import ApiError
 from gateway.intake import check_encoding, checked_user_message
-from gateway.schemas import ChatRequest, StopResult
+from gateway.schemas.chat import ChatRequest, StopResult
+from gateway.schemas.submissions import SUBMISSION_ID_PATTERN
 from gateway.sse import MAX_SEQ, Cursor, cursor_from, stream_response
-from gateway.submission_schemas import SUBMISSION_ID_PATTERN
 from gateway.waits import record_answers
 from perdure.domain.reducer import reduce_chunks
 from perdure.domain.ui import UIMessage
@@ -37,7 +37,7 @@ from storage.log_watch import LogWatcher
 from storage.messages import active_path, stored_message
 from storage.stops import answered_status
 from storage.submissions import SubmissionOptions, stream_target, submission_of_answer
-from storage.tables import Submission
+from storage.tables import SubmissionRow
 from storage.tool_waits import client_calls_of
 
 log = logging.getLogger("perdure.gateway")
@@ -69,7 +69,7 @@ async def _stream(
     db: Database,
     watcher: LogWatcher,
     settings: Settings,
-    submission: Submission,
+    submission: SubmissionRow,
     cursor: Cursor | None,
     accepted_at: float | None = None,
 ) -> Response:
@@ -182,7 +182,7 @@ def _default_key(chat: ChatRequest, message: UIMessage) -> str:
 
 async def _continued(
     db: Database, client: Client, tenant: str, chat: ChatRequest, message: UIMessage
-) -> tuple[Submission, Cursor | None]:
+) -> tuple[SubmissionRow, Cursor | None]:
     """The AI SDK's continuation after approvals or client tool outputs (gateway/client_answers):
     the answers recorded, the turn to stream on and where."""
     if chat.messageId is not None and chat.messageId != message.id:

@@ -5,19 +5,27 @@ task queue recorded when they started (`fiber_kinds`), and the payload's shape i
 the worker (a payload the fiber's method does not accept ends the fiber `error`, saying why).
 """
 
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Path, Query, Response
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
-from pydantic.alias_generators import to_camel
+from pydantic import AwareDatetime, BaseModel
 from pydantic_core import to_json
 
 from gateway.access import tenant_limits
 from gateway.body_limits import body_limit
 from gateway.deps import DbDep, EagerStartDep, SettingsDep, TemporalDep, TenantDep
 from gateway.errors import ApiError
-from gateway.schemas import AGENT_PATTERN
+from gateway.schemas.fibers import (
+    FIBER_ID_PATTERN,
+    KEY_PATTERN,
+    FiberCreate,
+    FiberEventPublic,
+    FiberPublic,
+    FibersDeleted,
+    FibersPublic,
+    FiberStarted,
+    at_time,
+)
 from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
 from perdure.domain.fiber_payloads import (
     FIBER_NAME_PATTERN,
@@ -28,7 +36,6 @@ from perdure.domain.fiber_payloads import (
     UnknownFiber,
     resolve_fiber_kind,
 )
-from perdure.domain.names import fiber_workflow_id
 from perdure.turn_control.fibers import cancel_fiber_workflow, start_fiber, wait_fiber_ended
 from storage.db import Database
 from storage.fiber_tables import FiberRow
@@ -45,121 +52,12 @@ from storage.fibers import (
 
 router = APIRouter(prefix="/v1/fibers", tags=["fibers"])
 
-FIBER_ID_PATTERN = r"^[0-9a-f]{32}$"
-KEY_PATTERN = r"^[^\x00-\x1f\x7f]{1,300}$"
-"""An idempotency key: 1-300 characters, no control characters."""
 BODY_LIMIT_BYTES = MAX_FIBER_PAYLOAD_BYTES + MAX_FIBER_METADATA_BYTES + 8192
-MAX_WAIT_SECONDS = 300.0
 MAX_OFFSET = 2**31 - 1
 MAX_EVENT_ID = 2**31 - 1
 M = TypeVar("M", bound=BaseModel)
 
 FiberIdPath = Annotated[str, Path(pattern=FIBER_ID_PATTERN, description="The fiber's id.")]
-
-
-class _Wire(BaseModel):
-    """camelCase on the wire (`fiberId`, `idempotencyKey`), as the rest of the API."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-
-class FiberCreate(_Wire):
-    model_config = ConfigDict(extra="forbid", alias_generator=to_camel)
-
-    name: str = Field(pattern=FIBER_NAME_PATTERN, description="The fiber, as the agent names it.")
-    agent: str | None = Field(
-        default=None,
-        pattern=AGENT_PATTERN,
-        description="The agent that declares it; needed only when several agents declare one "
-        "fiber of that name.",
-    )
-    payload: JsonValue = Field(
-        default=None,
-        description=f"What the fiber's method takes (at most {MAX_FIBER_PAYLOAD_BYTES} bytes "
-        "of JSON): ids and cursors, not bulk data.",
-    )
-    idempotency_key: str | None = Field(
-        default=None,
-        pattern=KEY_PATTERN,
-        description="The same key (per tenant) returns the same fiber, with `accepted: false`.",
-    )
-    metadata: dict[str, JsonValue] = Field(
-        default_factory=dict, description=f"At most {MAX_FIBER_METADATA_BYTES} bytes of JSON."
-    )
-    wait: bool = Field(default=False, description="Wait until the fiber ends (`runFiber`).")
-    wait_seconds: float = Field(
-        default=60.0,
-        gt=0,
-        le=MAX_WAIT_SECONDS,
-        description="With `wait`: how long at most; a fiber still running then is answered "
-        "with 202 and goes on.",
-    )
-
-
-class FiberStarted(_Wire):
-    fiber_id: str
-    status: FiberStatus
-    accepted: bool = Field(description="False: the idempotency key named an existing fiber.")
-    result: JsonValue = Field(default=None, description="Once `completed`.")
-    error: str | None = Field(default=None, description="Once `error`: why.")
-
-
-class FiberPublic(_Wire):
-    fiber_id: str
-    name: str
-    agent: str
-    status: FiberStatus
-    idempotency_key: str | None
-    payload: JsonValue
-    snapshot: JsonValue = Field(description="The last `ctx.stash(…)`.")
-    result: JsonValue
-    error: str | None
-    metadata: dict[str, JsonValue]
-    attempts: int = Field(description="Runs so far: the first, then one per recovery.")
-    created_at: datetime
-    started_at: datetime | None
-    completed_at: datetime | None
-    workflow_id: str = Field(description="Its `FiberWorkflow` in the Temporal UI.")
-
-    @classmethod
-    def of(cls, fiber: FiberRow) -> "FiberPublic":
-        return cls(
-            fiber_id=fiber.id,
-            name=fiber.name,
-            agent=fiber.agent,
-            status=fiber.status,
-            idempotency_key=fiber.idempotency_key,
-            payload=fiber.payload,
-            snapshot=fiber.snapshot,
-            result=fiber.result,
-            error=fiber.error,
-            metadata=fiber.meta,
-            attempts=fiber.attempts,
-            created_at=_at(fiber.created_at),
-            started_at=_at(fiber.started_at) if fiber.started_at is not None else None,
-            completed_at=_at(fiber.completed_at) if fiber.completed_at is not None else None,
-            workflow_id=fiber_workflow_id(fiber.id),
-        )
-
-
-class FibersPublic(BaseModel):
-    data: list[FiberPublic]
-    count: int
-
-
-class FiberEventPublic(_Wire):
-    id: int
-    type: str
-    data: dict[str, JsonValue]
-    created_at: datetime
-
-
-class FibersDeleted(_Wire):
-    deleted: int
-
-
-def _at(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
 
 
 def _json_size(value: Any) -> int:
@@ -303,7 +201,7 @@ async def events(
     rows = await fiber_events(db, fiber_id=fiber.id, after_id=after, limit=limit)
     return [
         FiberEventPublic(
-            id=row.id or 0, type=row.type, data=row.data, created_at=_at(row.created_at)
+            id=row.id or 0, type=row.type, data=row.data, created_at=at_time(row.created_at)
         )
         for row in rows
     ]

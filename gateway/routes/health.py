@@ -1,19 +1,12 @@
 """Liveness of the gateway's dependencies."""
 
-from typing import Literal
-
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
 
 from gateway.deps import DbDep, TemporalDep
+from gateway.schemas.health import Health
 
 router = APIRouter(tags=["health"])
-
-
-class Health(BaseModel):
-    status: Literal["ok", "unavailable"]
-    checks: dict[str, str]
 
 
 @router.get(

@@ -15,7 +15,7 @@ from gateway.deps import (
     TenantDep,
     session_not_found,
 )
-from gateway.schemas import EventPublic, SessionPublic, SessionsPublic, SessionUpdate
+from gateway.schemas.sessions import EventPublic, SessionPublic, SessionsPublic, SessionUpdate
 from perdure.turn_control.client import wait_turn_ended
 from storage.db import Database
 from storage.events import list_events
@@ -27,7 +27,7 @@ from storage.sessions import (
     list_sessions,
     rename_session,
 )
-from storage.tables import ChatSession
+from storage.tables import ChatSessionRow
 from storage.tool_waits import sessions_waiting
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
@@ -37,7 +37,7 @@ MAX_EVENT_ID = 2**31 - 1
 """Event ids are 32-bit integers in PostgreSQL."""
 
 
-async def _public(db: Database, rows: list[ChatSession]) -> list[SessionPublic]:
+async def _public(db: Database, rows: list[ChatSessionRow]) -> list[SessionPublic]:
     """As the client knows them: by chat id (a sub-agent's parent too), with their status."""
     waiting = await sessions_waiting(
         db, session_ids=[row.id for row in rows if row.running_submission_id]

@@ -21,8 +21,7 @@ from gateway.deps import (
 )
 from gateway.errors import ApiError
 from gateway.intake import checked_user_message
-from gateway.sse import MAX_SEQ, cursor_from, stream_response
-from gateway.submission_schemas import (
+from gateway.schemas.submissions import (
     SUBMISSION_ID_PATTERN,
     ClearResult,
     SubmissionAccepted,
@@ -32,6 +31,7 @@ from gateway.submission_schemas import (
     SubmissionsPublic,
     SubmissionStatus,
 )
+from gateway.sse import MAX_SEQ, cursor_from, stream_response
 from perdure.domain.ui import UIMessage
 from perdure.runtime.settings import Settings
 from perdure.turn_control.client import wait_turn_ended
@@ -46,7 +46,7 @@ from storage.submission_ledger import (
     owned_submission,
 )
 from storage.submissions import SubmissionOptions, get_submission
-from storage.tables import ChatSession, Submission
+from storage.tables import ChatSessionRow, SubmissionRow
 
 router = APIRouter(prefix="/v1/sessions", tags=["submissions"])
 
@@ -54,7 +54,7 @@ SubmissionIdPath = Annotated[str, Path(pattern=SUBMISSION_ID_PATTERN)]
 DELETE_BATCH = 1000
 
 
-async def _owned(db: Database, tenant: str, session: ChatSession, sid: str) -> Submission:
+async def _owned(db: Database, tenant: str, session: ChatSessionRow, sid: str) -> SubmissionRow:
     row = await owned_submission(db, tenant_id=tenant, session_id=session.id, submission_id=sid)
     if row is None:
         raise ApiError(
@@ -63,7 +63,7 @@ async def _owned(db: Database, tenant: str, session: ChatSession, sid: str) -> S
     return row
 
 
-def _public(settings: Settings, row: Submission, chat_id: str) -> SubmissionPublic:
+def _public(settings: Settings, row: SubmissionRow, chat_id: str) -> SubmissionPublic:
     return SubmissionPublic.of(row, chat_id=chat_id, temporal_url=settings.turn_ui_url(row.id))
 
 

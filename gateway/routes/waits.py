@@ -7,7 +7,7 @@ from fastapi import APIRouter, Path
 
 from gateway.body_limits import body_limit, message_bytes
 from gateway.deps import DbDep, OwnedSessionDep, TemporalDep, TenantDep
-from gateway.schemas import (
+from gateway.schemas.waits import (
     ApprovalAnswer,
     ApprovalPublic,
     ClientToolCallPublic,
@@ -15,7 +15,7 @@ from gateway.schemas import (
     WaitAnswerResult,
 )
 from gateway.waits import record_answers
-from storage.tables import ToolWait
+from storage.tables import ToolWaitRow
 from storage.tool_waits import WaitAnswer, list_pending
 
 router = APIRouter(prefix="/v1/sessions", tags=["waits"])
@@ -28,7 +28,7 @@ def _time(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
 
 
-def _result(row: ToolWait, changed: bool) -> WaitAnswerResult:
+def _result(row: ToolWaitRow, changed: bool) -> WaitAnswerResult:
     return WaitAnswerResult(
         id=row.id,
         toolCallId=row.tool_call_id,
@@ -38,7 +38,7 @@ def _result(row: ToolWait, changed: bool) -> WaitAnswerResult:
     )
 
 
-def _common(row: ToolWait) -> dict[str, Any]:
+def _common(row: ToolWaitRow) -> dict[str, Any]:
     return {
         "toolCallId": row.tool_call_id,
         "toolName": row.tool_name,

@@ -27,5 +27,5 @@ def configured() -> Settings:
         )
         raise SystemExit(f"perdure: invalid configuration: {problems}") from None
     if settings.log_format == "json":
-        use_json_logs()
+        use_json_logs(secrets=settings.log_secrets())
     return settings

@@ -1,5 +1,6 @@
 """Process settings from the environment. Imported by the worker, gateway and CLI only."""
 
+import contextlib
 import hashlib
 import hmac
 import re
@@ -11,10 +12,12 @@ from urllib.parse import quote
 from pydantic import Field, GetCoreSchemaHandler, SecretStr, field_validator, model_validator
 from pydantic_core import core_schema
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from sqlalchemy.engine import make_url
 
 from activities.providers.config import Continuation, OptionalKey, OptionalUrl, ProviderConfig
 from perdure.domain.access import Rate, parse_origins
 from perdure.domain.names import DEFAULT_TASK_QUEUE, turn_workflow_id
+from perdure.runtime.temporal_connection import TemporalConnectionConfigError, connection_options
 from storage.urls import default_sqlite_url
 
 
@@ -42,15 +45,17 @@ def _key_digest(key: str) -> bytes:
 class ApiKeys:
     """`PERDURE_API_KEYS`, parsed and validated once: the SHA-256 of each key with its tenant.
 
-    The keys themselves are not kept, so no log, `repr` or error message can show them, and a
-    presented key is compared with every known one in constant time (equal-length digests,
-    `hmac.compare_digest`, no early exit), so timing tells nothing about which key was close.
+    A presented key is compared with digests only, with every known one in constant time
+    (equal-length digests, `hmac.compare_digest`, no early exit), so timing tells nothing about
+    which key was close. The keys themselves are kept for one purpose, the JSON log's mask
+    (`masked`): no `repr`, serialization or error message shows them.
     """
 
-    __slots__ = ("_entries",)
+    __slots__ = ("_entries", "_keys")
 
-    def __init__(self, entries: list[tuple[bytes, str]]) -> None:
+    def __init__(self, entries: list[tuple[bytes, str]], keys: tuple[str, ...] = ()) -> None:
         self._entries = tuple(entries)
+        self._keys = keys
 
     @classmethod
     def parse(cls, text: str) -> "ApiKeys":
@@ -58,6 +63,7 @@ class ApiKeys:
         items = text.split(",")
         total = len(items)
         entries: list[tuple[bytes, str]] = []
+        keys: list[str] = []
         first_seen: dict[bytes, int] = {}
         for position, item in enumerate(items, start=1):
             where = f"entry {position} of {total}"
@@ -83,7 +89,8 @@ class ApiKeys:
                 raise ValueError(f"entries {first_seen[digest]} and {position} have the same key")
             first_seen[digest] = position
             entries.append((digest, tenant))
-        return cls(entries)
+            keys.append(key)
+        return cls(entries, tuple(keys))
 
     def tenant_for(self, presented: str) -> str | None:
         """The tenant of `presented`, or None. Compares with every key, whatever matches."""
@@ -96,6 +103,10 @@ class ApiKeys:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def masked(self) -> tuple[str, ...]:
+        """The keys, for the log formatter to mask wherever they appear."""
+        return self._keys
 
     def __repr__(self) -> str:
         return f"ApiKeys(<{len(self._entries)} keys>)"
@@ -167,12 +178,12 @@ class Settings(BaseSettings):
     poll_interval: float = Field(default=0.02, alias="PERDURE_POLL_INTERVAL", gt=0)
     """Seconds between log reads when no wake-up bus reaches this gateway."""
     worker_shutdown_grace: float = Field(default=30.0, alias="PERDURE_WORKER_SHUTDOWN_GRACE", gt=0)
+    """Seconds a stopping worker gives its running activities before handing them over."""
     chunk_retention_hours: float = Field(
         default=168.0, alias="PERDURE_CHUNK_RETENTION_HOURS", ge=0, allow_inf_nan=False
     )
     """Hours a closed answer's chunk log is kept for resumes before the reconciler deletes its
     chunks (the stored message stays); 0 keeps them forever."""
-    """Seconds a stopping worker gives its running activities before handing them over."""
     ui_port: int = Field(default=8233, alias="PERDURE_TEMPORAL_UI_PORT")
     temporal_ui_url: str | None = Field(default=None, alias="PERDURE_TEMPORAL_UI_URL")
     """The Temporal UI that turn links point at; unset: the dev server's, on `ui_port`."""
@@ -282,6 +293,25 @@ class Settings(BaseSettings):
             anthropic_base_url=self.anthropic_base_url,
             openai_continuation=self.openai_continuation,
         )
+
+    def log_secrets(self) -> list[str]:
+        """What no log line may show (the JSON formatter masks them): the provider keys, the
+        metrics token, the API keys, the store's password and the Temporal API key."""
+        secrets = [
+            secret.get_secret_value()
+            for secret in (self.openai_api_key, self.anthropic_api_key, self.metrics_token)
+            if secret is not None
+        ]
+        if self.api_keys is not None:
+            secrets += self.api_keys.masked()
+        password = make_url(self.resolved_database_url()).password
+        if password:
+            secrets.append(str(password))
+        with contextlib.suppress(TemporalConnectionConfigError):  # refused at connect, named
+            api_key = connection_options().get("api_key")
+            if isinstance(api_key, str) and api_key:
+                secrets.append(api_key)
+        return secrets
 
     def chunk_retention(self) -> timedelta | None:
         """None when closed chunk logs are kept forever."""

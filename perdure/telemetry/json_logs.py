@@ -6,25 +6,18 @@ Fields: `time` (UTC, ISO 8601), `level`, `logger`, `message`, then whichever of 
 
 Perdure never logs message text, API keys or Authorization headers. As a second line of
 defence the formatter masks, in every line, `Bearer …` credentials and the values of the
-secrets this process was configured with (provider keys, the metrics token).
+secrets this process was configured with (`Settings.log_secrets`: provider keys, API keys,
+the metrics token, the store's password, the Temporal API key).
 """
 
 import datetime
 import json
 import logging
-import os
 import re
 from collections.abc import Iterable
 
 from perdure.telemetry.log_context import current_ids
 
-SECRET_VARIABLES = (
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "TEMPORAL_API_KEY",
-    "PERDURE_METRICS_TOKEN",
-)
-"""Environment variables whose values must never appear in a log line."""
 MIN_SECRET_LENGTH = 8
 """Shorter values are not masked: they would mask ordinary words (a test key like `x`)."""
 MASK = "[redacted]"
@@ -65,22 +58,11 @@ class JsonFormatter(logging.Formatter):
         return _BEARER.sub(lambda match: f"{match.group(1)} {MASK}", text)
 
 
-def configured_secrets() -> list[str]:
-    """The values of `SECRET_VARIABLES` set in this process's environment, and the keys of
-    `PERDURE_API_KEYS` (`key:tenant,…`)."""
-    secrets = [value for name in SECRET_VARIABLES if (value := os.environ.get(name))]
-    for entry in os.environ.get("PERDURE_API_KEYS", "").split(","):
-        key = entry.split(":", 1)[0].strip()
-        if key:
-            secrets.append(key)
-    return secrets
-
-
-def use_json_logs(*, level: int = logging.INFO) -> None:
+def use_json_logs(*, secrets: Iterable[str], level: int = logging.INFO) -> None:
     """Send every log record (the root logger's, and uvicorn's when it propagates) through
-    `JsonFormatter` on standard error, replacing the root logger's handlers."""
+    `JsonFormatter` on standard error, masking `secrets`, replacing the root logger's handlers."""
     handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter(configured_secrets()))
+    handler.setFormatter(JsonFormatter(secrets))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -15,8 +15,8 @@ from sqlmodel import col, select
 
 from perdure.telemetry.metrics import QUEUE_DEPTH, QueueDepth
 from storage.db import Database
-from storage.schedule_tables import ServedAgent
-from storage.tables import ChatSession, Submission
+from storage.schedule_tables import ServedAgentRow
+from storage.tables import ChatSessionRow, SubmissionRow
 
 log = logging.getLogger("perdure.telemetry")
 
@@ -30,21 +30,21 @@ _failing = False
 async def pending_by_strategy(db: Database, *, task_queue: str) -> dict[str, int]:
     """Pending submissions (not cancelled) by their session agent's concurrency strategy on
     `task_queue` (`queue` for an agent no worker recorded)."""
-    strategy = func.coalesce(col(ServedAgent.concurrency), "queue")
+    strategy = func.coalesce(col(ServedAgentRow.concurrency), "queue")
     statement = (
         select(strategy, func.count())
-        .select_from(Submission)
-        .join(ChatSession, col(ChatSession.id) == col(Submission.session_id))
+        .select_from(SubmissionRow)
+        .join(ChatSessionRow, col(ChatSessionRow.id) == col(SubmissionRow.session_id))
         .outerjoin(
-            ServedAgent,
+            ServedAgentRow,
             and_(
-                col(ServedAgent.task_queue) == task_queue,
-                col(ServedAgent.name) == col(ChatSession.agent),
+                col(ServedAgentRow.task_queue) == task_queue,
+                col(ServedAgentRow.name) == col(ChatSessionRow.agent),
             ),
         )
         .where(
-            col(Submission.status) == "pending",
-            col(Submission.cancel_requested_at).is_(None),
+            col(SubmissionRow.status) == "pending",
+            col(SubmissionRow.cancel_requested_at).is_(None),
         )
         .group_by(strategy)
     )

@@ -14,7 +14,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from perdure.domain.names import TURN_WORKFLOW, WAIT_ANSWERED_SIGNAL, turn_workflow_id
 from perdure.domain.payloads import TurnInput
 from perdure.domain.turn_labels import TurnLabels, TurnStatus, message_summary, search_attributes
-from storage.tables import Submission
+from storage.tables import SubmissionRow
 
 RUN_TIMEOUT = timedelta(days=7)
 
@@ -29,7 +29,7 @@ class TurnStart:
     status: TurnStatus
 
     @classmethod
-    def of(cls, submission: Submission) -> "TurnStart":
+    def of(cls, submission: SubmissionRow) -> "TurnStart":
         return cls(
             input=TurnInput(
                 submission_id=submission.id,

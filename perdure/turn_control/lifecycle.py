@@ -29,7 +29,7 @@ from storage.submissions import (
     submit,
     withdraw_submission,
 )
-from storage.tables import Submission
+from storage.tables import SubmissionRow
 
 log = logging.getLogger("perdure.lifecycle")
 
@@ -87,7 +87,7 @@ class SubmissionLifecycle:
         await self._start_submitted(outcome)
         return outcome
 
-    async def record(self, new: NewSubmission) -> Submission:
+    async def record(self, new: NewSubmission) -> SubmissionRow:
         """Record a sub-agent's submission (once per key), in the new session its parent's
         tool call opens: its parent's workflow starts its turn as a child workflow."""
         # A child's session is new: no running or queued turn for a strategy to act on.
@@ -115,7 +115,7 @@ class SubmissionLifecycle:
                 raise
         await self._carry_out(outcome)
 
-    async def start(self, submission: Submission, *, eager: bool = False) -> None:
+    async def start(self, submission: SubmissionRow, *, eager: bool = False) -> None:
         """Idempotent: attaches to a running workflow and never restarts a finished one."""
         await self._deadline(
             start_turn(
@@ -123,11 +123,11 @@ class SubmissionLifecycle:
             )
         )
 
-    async def admit(self, submission: Submission, *, patient: bool = False) -> None:
+    async def admit(self, submission: SubmissionRow, *, patient: bool = False) -> None:
         """Tell the admitted submission's turn to run (starting its workflow if need be)."""
         await self._signal(submission, ADMIT_SIGNAL, patient=patient)
 
-    async def skip(self, submissions: Sequence[Submission]) -> None:
+    async def skip(self, submissions: Sequence[SubmissionRow]) -> None:
         """Let the turns of submissions the store ended `skipped` end without running."""
         for submission in submissions:
             await self._signal(submission, SKIP_SIGNAL)
@@ -156,7 +156,9 @@ class SubmissionLifecycle:
         a deleted session, an `interrupt`)."""
         await self._deadline(cancel_turn(self._client, submission_id))
 
-    async def _signal(self, submission: Submission, signal: str, *, patient: bool = False) -> None:
+    async def _signal(
+        self, submission: SubmissionRow, signal: str, *, patient: bool = False
+    ) -> None:
         call = signal_turn(
             self._client, TurnStart.of(submission), task_queue=self._task_queue, signal=signal
         )
@@ -175,7 +177,7 @@ class SubmissionLifecycle:
             except Exception as error:  # noqa: BLE001 - logged; the submission itself is taken
                 log.warning("concurrency strategy: %s", error)
 
-    async def _withdraw(self, submission: Submission) -> None:
+    async def _withdraw(self, submission: SubmissionRow) -> None:
         """Undo an intake whose turn could not be started. The submission admitted in its
         place is signalled in the background: Temporal was unreachable a moment ago."""
         try:
@@ -188,7 +190,7 @@ class SubmissionLifecycle:
             self._background.add(task)
             task.add_done_callback(self._background.discard)
 
-    async def _admit_in_background(self, submission: Submission) -> None:
+    async def _admit_in_background(self, submission: SubmissionRow) -> None:
         try:
             await self.admit(submission, patient=True)
         except Exception as error:  # noqa: BLE001 - best effort: logged, never raised

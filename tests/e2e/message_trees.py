@@ -3,7 +3,7 @@
 import uuid
 
 from storage.db import Database
-from storage.tables import ChatSession, Message
+from storage.tables import ChatSessionRow, MessageRow
 
 
 async def tree(store: Database, edges: list[tuple[str, str | None]], leaf: str) -> str:
@@ -11,7 +11,7 @@ async def tree(store: Database, edges: list[tuple[str, str | None]], leaf: str) 
     session_id = f"tree-{uuid.uuid4().hex[:12]}"
     async with store.write() as session:
         session.add(
-            ChatSession(
+            ChatSessionRow(
                 id=session_id,
                 tenant_id="t",
                 chat_id=session_id,
@@ -23,7 +23,7 @@ async def tree(store: Database, edges: list[tuple[str, str | None]], leaf: str) 
         )
         for order, (message_id, parent) in enumerate(edges):
             session.add(
-                Message(
+                MessageRow(
                     session_id=session_id,
                     id=message_id,
                     parent_id=parent,

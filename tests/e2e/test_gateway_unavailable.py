@@ -24,7 +24,7 @@ from perdure.testing.chat_client import chat_body, counting, key_of, read_stream
 from perdure.testing.stack import Stack, free_port, running_stack
 from storage.db import Database
 from storage.schedules import get_schedule
-from storage.tables import Message, Submission
+from storage.tables import MessageRow, SubmissionRow
 from tests.databases import database_url
 from tests.served import STACK_AGENTS
 
@@ -87,14 +87,16 @@ async def stored(db: Database, chat_id: str) -> tuple[int, int]:
     async with db.read() as session:
         messages = (
             await session.exec(
-                select(func.count()).select_from(Message).where(Message.session_id == session_id)
+                select(func.count())
+                .select_from(MessageRow)
+                .where(MessageRow.session_id == session_id)
             )
         ).one()
         submissions = (
             await session.exec(
                 select(func.count())
-                .select_from(Submission)
-                .where(Submission.session_id == session_id)
+                .select_from(SubmissionRow)
+                .where(SubmissionRow.session_id == session_id)
             )
         ).one()
     return messages, submissions

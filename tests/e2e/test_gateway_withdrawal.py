@@ -13,7 +13,7 @@ from perdure.testing.stack import Stack
 from storage.db import Database
 from storage.sessions import delete_session
 from storage.submissions import SubmitOutcome, submit, withdraw_submission
-from storage.tables import ChatSession, ChunkRow, Message, Submission
+from storage.tables import ChatSessionRow, ChunkRow, MessageRow, SubmissionRow
 from storage.timing import now
 
 
@@ -37,14 +37,16 @@ async def submit_text(db: Database, session_id: str, message_id: str) -> SubmitO
 
 async def session_state(
     db: Database, session_id: str
-) -> tuple[ChatSession | None, dict[str, str | None], dict[str, str]]:
+) -> tuple[ChatSessionRow | None, dict[str, str | None], dict[str, str]]:
     """(the session, {message id: parent id}, {submission id: status})."""
     key = key_of(session_id)
     async with db.read() as session:
-        chat = await session.get(ChatSession, key)
-        messages = (await session.exec(select(Message).where(Message.session_id == key))).all()
+        chat = await session.get(ChatSessionRow, key)
+        messages = (
+            await session.exec(select(MessageRow).where(MessageRow.session_id == key))
+        ).all()
         submissions = (
-            await session.exec(select(Submission).where(Submission.session_id == key))
+            await session.exec(select(SubmissionRow).where(SubmissionRow.session_id == key))
         ).all()
     return (
         chat,

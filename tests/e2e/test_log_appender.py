@@ -23,7 +23,7 @@ from storage.chunks import (
 from storage.db import Database
 from storage.log_appender import LogAppender
 from storage.submissions import get_submission
-from storage.tables import Submission
+from storage.tables import SubmissionRow
 from storage.timing import now
 
 Appenders = Callable[[ChunkBus], LogAppender]
@@ -63,7 +63,7 @@ async def new_submission(store: Database, log: str) -> str:
     submission_id = f"sub_{uuid.uuid4().hex[:12]}"
     async with store.write() as session:
         session.add(
-            Submission(
+            SubmissionRow(
                 id=submission_id,
                 session_id="s",
                 tenant_id="t",

@@ -16,7 +16,7 @@ from storage.migrate import migrate
 from storage.session_keys import session_key
 from storage.sessions import get_session, list_sessions
 from storage.submissions import submit
-from storage.tables import ChatSession, Message
+from storage.tables import ChatSessionRow, MessageRow
 from storage.urls import sync_url
 from tests.databases import database_url
 
@@ -49,7 +49,7 @@ async def test_a_session_stored_before_tenant_chat_ids_keeps_working(url: str) -
     await asyncio.to_thread(
         _insert,
         url,
-        sa.insert(ChatSession.__table__).values(  # type: ignore[attr-defined]
+        sa.insert(ChatSessionRow.__table__).values(  # type: ignore[attr-defined]
             id="legacy",
             tenant_id="alpha",
             title="old",
@@ -59,7 +59,7 @@ async def test_a_session_stored_before_tenant_chat_ids_keeps_working(url: str) -
             created_at=1.0,
             updated_at=1.0,
         ),
-        sa.insert(Message.__table__).values(  # type: ignore[attr-defined]
+        sa.insert(MessageRow.__table__).values(  # type: ignore[attr-defined]
             session_id="legacy",
             id="m1",
             role="user",
@@ -96,11 +96,11 @@ async def test_a_session_stored_before_tenant_chat_ids_keeps_working(url: str) -
             for t in ("alpha", "beta")
         ]
         async with db.read() as session:
-            beta_row = await session.get(ChatSession, session_key("beta", "legacy"))
+            beta_row = await session.get(ChatSessionRow, session_key("beta", "legacy"))
         with pytest.raises(IntegrityError):  # one chat id per tenant
             async with db.write() as session:
                 session.add(
-                    ChatSession(
+                    ChatSessionRow(
                         id="another-key",
                         tenant_id="alpha",
                         chat_id="legacy",
@@ -146,7 +146,7 @@ async def test_connections_opening_a_freshly_migrated_sqlite_file_at_once_all_su
 
             async def count_sessions(db: Database) -> int:
                 async with db.read() as session:
-                    return len((await session.exec(sa.select(ChatSession.id))).all())
+                    return len((await session.exec(sa.select(ChatSessionRow.id))).all())
 
             counts = await asyncio.gather(*(count_sessions(db) for db in databases))
         finally:

@@ -15,7 +15,7 @@ from perdure.testing.chat_client import counting, key_of, read_stream, send, use
 from perdure.testing.stack import Stack
 from storage.stops import record_stop
 from storage.submissions import submit
-from storage.tables import ChatSession
+from storage.tables import ChatSessionRow
 from tests.e2e.test_chat_turn import new_session, wait_for_text, wait_idle
 
 
@@ -93,7 +93,7 @@ async def test_every_worker_task_queue_has_a_reconciler_schedule(stack: Stack) -
 
 async def _running_submission(stack: Stack, session: str) -> str:
     async with stack.services.db.read() as db_session:
-        chat = await db_session.get(ChatSession, key_of(session))
+        chat = await db_session.get(ChatSessionRow, key_of(session))
         assert chat is not None and chat.running_submission_id is not None
         return chat.running_submission_id
 

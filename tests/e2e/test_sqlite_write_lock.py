@@ -19,7 +19,7 @@ from storage.chunks import LogWriter, load_log
 from storage.db import Database
 from storage.log_appender import BufferedLog, LogAppender
 from storage.migrate import migrate
-from storage.tables import ChatSession
+from storage.tables import ChatSessionRow
 
 HELD_SECONDS = 0.6
 """Long enough that SQLite's own busy handler is in its 100 ms sleeps by then."""
@@ -61,7 +61,7 @@ async def test_a_transaction_goes_on_within_milliseconds_of_the_lock_being_relea
     async def write(session: AsyncSession) -> None:
         session_id = f"s-{uuid.uuid4().hex[:8]}"
         session.add(
-            ChatSession(
+            ChatSessionRow(
                 id=session_id,
                 tenant_id="t",
                 chat_id=session_id,

@@ -13,7 +13,7 @@ from perdure.testing.stack import Stack
 from storage.db import Database
 from storage.stops import decide_ending, record_stop
 from storage.submissions import get_submission, submit
-from storage.tables import ChatSession
+from storage.tables import ChatSessionRow
 from tests.e2e.test_chat_turn import wait_for_text, wait_idle
 from tests.fakeprovider_fixtures import FakeProvider
 
@@ -193,7 +193,7 @@ async def test_a_stop_while_the_running_turn_finishes_never_reaches_the_queued_o
     store: Database,
 ) -> None:
     session_id, running = await recorded_submission(store)
-    chat = await store.read_sync(lambda session: session.get(ChatSession, session_id))
+    chat = await store.read_sync(lambda session: session.get(ChatSessionRow, session_id))
     assert chat is not None
     queued = await submit(
         store,

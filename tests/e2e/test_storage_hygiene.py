@@ -23,7 +23,7 @@ from storage.compactions import save_compaction, session_compactions
 from storage.db import Database
 from storage.hygiene import prune_closed_logs, trim_messages
 from storage.messages import active_path
-from storage.tables import ChatSession, ChunkLog, ChunkRow, Message, Submission
+from storage.tables import ChatSessionRow, ChunkLogRow, ChunkRow, MessageRow, SubmissionRow
 from storage.timing import now
 from tests.e2e.message_trees import chain, tree
 
@@ -40,7 +40,7 @@ def new_session() -> str:
 
 async def parents(store: Database, session_id: str) -> dict[str, str | None]:
     async with store.read() as session:
-        rows = await session.exec(select(Message).where(Message.session_id == session_id))
+        rows = await session.exec(select(MessageRow).where(MessageRow.session_id == session_id))
         return {row.id: row.parent_id for row in rows.all()}
 
 
@@ -93,12 +93,12 @@ async def test_the_messages_of_a_running_turn_are_never_trimmed(store: Database)
     # the user switched the leaf to another branch while the turn of m1 runs
     session_id = await tree(store, [*chain(2), ("x", None), ("y", "x")], leaf="y")
     async with store.write() as session:
-        message = await session.get(Message, (session_id, "m1"))
+        message = await session.get(MessageRow, (session_id, "m1"))
         assert message is not None
         message.submission_id = "running-turn"
         session.add(message)
         session.add(
-            Submission(
+            SubmissionRow(
                 id="running-turn",
                 session_id=session_id,
                 tenant_id="t",
@@ -168,7 +168,7 @@ async def closed_log(store: Database, *, closed_ago: float, chunks: int = 3) -> 
 
 async def age(store: Database, message_id: str, seconds: float) -> None:
     async with store.write() as session:
-        log = await session.get(ChunkLog, message_id)
+        log = await session.get(ChunkLogRow, message_id)
         assert log is not None and log.closed_at is not None
         log.closed_at -= seconds
         session.add(log)
@@ -180,9 +180,9 @@ async def chunk_count(db: Database, message_id: str) -> int:
         return len(rows.all())
 
 
-async def log_row(db: Database, message_id: str) -> ChunkLog | None:
+async def log_row(db: Database, message_id: str) -> ChunkLogRow | None:
     async with db.read() as session:
-        return await session.get(ChunkLog, message_id)
+        return await session.get(ChunkLogRow, message_id)
 
 
 async def test_logs_closed_before_the_cutoff_lose_their_chunks_and_keep_their_row(
@@ -223,12 +223,12 @@ async def test_a_sub_agents_closed_log_is_kept_while_its_parents_turn_is_active(
     child_log = await closed_log(store, closed_ago=EIGHT_DAYS)
     async with store.write() as session:
         session.add(
-            ChatSession(
+            ChatSessionRow(
                 id=parent, tenant_id="t", chat_id=parent, agent="a", created_at=1, updated_at=1
             )
         )
         session.add(
-            ChatSession(
+            ChatSessionRow(
                 id=child,
                 tenant_id="t",
                 chat_id=child,
@@ -243,7 +243,7 @@ async def test_a_sub_agents_closed_log_is_kept_while_its_parents_turn_is_active(
             (child, "completed", child_log),
         ):
             session.add(
-                Submission(
+                SubmissionRow(
                     id=uuid.uuid4().hex,
                     session_id=session_id,
                     tenant_id="t",
@@ -260,8 +260,8 @@ async def test_a_sub_agents_closed_log_is_kept_while_its_parents_turn_is_active(
     while_running = await prune_closed_logs(store, closed_before=now())
     async with store.write() as session:
         await (await session.connection()).execute(
-            sa.update(Submission)
-            .where(col(Submission.session_id) == parent)
+            sa.update(SubmissionRow)
+            .where(col(SubmissionRow.session_id) == parent)
             .values(status="completed")
         )
     once_ended = await prune_closed_logs(store, closed_before=now())
@@ -418,17 +418,19 @@ async def owned_ids(db: Database, session_id: str) -> dict[str, set[str]]:
     async with db.read() as session:
         chats = (
             await session.exec(
-                select(ChatSession.id, ChatSession.chat_id).where(
+                select(ChatSessionRow.id, ChatSessionRow.chat_id).where(
                     sa.or_(
-                        col(ChatSession.id) == session_id,
-                        col(ChatSession.parent_session_id) == session_id,
+                        col(ChatSessionRow.id) == session_id,
+                        col(ChatSessionRow.parent_session_id) == session_id,
                     )
                 )
             )
         ).all()
         sessions = {key for key, _ in chats}
         submissions = (
-            await session.exec(select(Submission).where(col(Submission.session_id).in_(sessions)))
+            await session.exec(
+                select(SubmissionRow).where(col(SubmissionRow.session_id).in_(sessions))
+            )
         ).all()
     return {
         "session": sessions,

@@ -8,11 +8,11 @@ import pytest
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.db import Database
-from storage.tables import ChatSession
+from storage.tables import ChatSessionRow
 
 
-def _session_row(session_id: str) -> ChatSession:
-    return ChatSession(
+def _session_row(session_id: str) -> ChatSessionRow:
+    return ChatSessionRow(
         id=session_id,
         tenant_id="t",
         chat_id=session_id,
@@ -24,7 +24,7 @@ def _session_row(session_id: str) -> ChatSession:
 
 async def _stored(store: Database, session_id: str) -> bool:
     async with store.read() as session:
-        return await session.get(ChatSession, session_id) is not None
+        return await session.get(ChatSessionRow, session_id) is not None
 
 
 async def test_a_transaction_commits_what_it_wrote_and_returns_its_result(store: Database) -> None:

@@ -11,7 +11,7 @@ from perdure.testing.chat_client import key_of
 from storage.chunks import LogWriter, load_log
 from storage.db import Database
 from storage.submissions import apply_recovery_plan, get_submission, queued_after, submit
-from storage.tables import Submission
+from storage.tables import SubmissionRow
 
 
 def message(text: str) -> UIMessage:
@@ -20,7 +20,7 @@ def message(text: str) -> UIMessage:
     )
 
 
-async def submit_text(store: Database, session: str, text: str) -> Submission:
+async def submit_text(store: Database, session: str, text: str) -> SubmissionRow:
     outcome = await submit(
         store,
         tenant_id="t",

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from perdure.telemetry.json_logs import MASK, JsonFormatter, configured_secrets, use_json_logs
+from perdure.runtime.settings import Settings
+from perdure.telemetry.json_logs import MASK, JsonFormatter, use_json_logs
 from perdure.telemetry.log_context import bound_ids, close_request, current_ids, open_request
 
 
@@ -100,23 +101,49 @@ def test_configured_secrets_are_masked_wherever_they_appear() -> None:
     assert line["message"] == f"calling with key={MASK}"
 
 
-def test_the_configured_secrets_are_the_provider_keys_the_metrics_token_and_api_keys(
+def test_the_masked_secrets_are_every_secret_the_settings_hold(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-123")
-    monkeypatch.setenv("PERDURE_METRICS_TOKEN", "scrape-456")
-    monkeypatch.setenv("PERDURE_API_KEYS", "key-alpha-1:alpha, key-beta-2:beta")
+    monkeypatch.setenv("TEMPORAL_API_KEY", "temporal-cloud-789")  # read as Temporal's SDKs do
+    settings = Settings.model_validate(
+        {
+            "OPENAI_API_KEY": "sk-openai-123",
+            "ANTHROPIC_API_KEY": "sk-ant-456",
+            "PERDURE_METRICS_TOKEN": "scrape-456",
+            "PERDURE_API_KEYS": "key-alpha-1:alpha, key-beta-2:beta",
+            "PERDURE_DATABASE_URL": "postgresql+asyncpg://perdure:pg-pass-0001@db/perdure",
+        }
+    )
 
-    secrets = configured_secrets()
+    assert set(settings.log_secrets()) == {
+        "sk-openai-123",
+        "sk-ant-456",
+        "scrape-456",
+        "key-alpha-1",
+        "key-beta-2",
+        "pg-pass-0001",
+        "temporal-cloud-789",
+    }
 
-    assert {"sk-openai-123", "scrape-456", "key-alpha-1", "key-beta-2"} <= set(secrets)
+
+def test_a_json_log_line_never_shows_a_secret_of_the_settings() -> None:
+    settings = Settings.model_validate(
+        {"PERDURE_API_KEYS": "key-alpha-0001:alpha", "ANTHROPIC_API_KEY": "sk-ant-0123456789"}
+    )
+    formatter = JsonFormatter(settings.log_secrets())
+
+    line = formatter.format(record("sent %s with %s", "key-alpha-0001", "sk-ant-0123456789"))
+
+    assert "key-alpha-0001" not in line
+    assert "sk-ant-0123456789" not in line
+    assert json.loads(line)["message"] == f"sent {MASK} with {MASK}"
 
 
 def test_json_mode_replaces_the_root_handlers_with_the_json_formatter() -> None:
     root = logging.getLogger()
     saved, level = list(root.handlers), root.level
     try:
-        use_json_logs()
+        use_json_logs(secrets=())
         assert len(root.handlers) == 1
         assert isinstance(root.handlers[0].formatter, JsonFormatter)
     finally:

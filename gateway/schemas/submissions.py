@@ -6,10 +6,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gateway.schemas import AGENT_PATTERN, check_debounce
+from gateway.schemas.chat import check_debounce
+from gateway.schemas.common import AGENT_PATTERN
 from perdure.domain.concurrency import MAX_DEBOUNCE_MS, ConcurrencyStrategy
 from perdure.domain.ui import UIMessage
-from storage.tables import Submission
+from storage.tables import SubmissionRow
 
 SUBMISSION_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,64}$"
 """What an SSE event id can carry (`<submission id>:<seq>`)."""
@@ -109,7 +110,7 @@ class SubmissionPublic(BaseModel):
     )
 
     @classmethod
-    def of(cls, row: Submission, *, chat_id: str, temporal_url: str) -> "SubmissionPublic":
+    def of(cls, row: SubmissionRow, *, chat_id: str, temporal_url: str) -> "SubmissionPublic":
         """`chat_id`: its session's, as the client knows it (the row holds the storage key);
         `temporal_url`: its turn's page in the Temporal UI."""
         return cls(

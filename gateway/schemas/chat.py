@@ -1,21 +1,18 @@
-"""Request and response bodies of the HTTP API."""
+"""`POST /api/chat` (the AI SDK transport's body) and its stop."""
 
 import json
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gateway.schemas.common import AGENT_PATTERN, SESSION_ID_PATTERN
 from perdure.domain.concurrency import MAX_DEBOUNCE_MS, ConcurrencyStrategy
 from perdure.domain.ui import UIMessage
 from storage.stops import StopVerdict
-from storage.tables import ChatSession
-
-SESSION_ID_PATTERN = r"^[A-Za-z0-9_\-.:]{1,200}$"
-AGENT_PATTERN = r"^[A-Za-z0-9_\-.]{1,200}$"
-
 
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_\-]{1,64}$"
+
+
 WEEK_SECONDS = 7 * 24 * 3600.0
 
 
@@ -112,94 +109,6 @@ class ChatRequest(BaseModel):
         return self.messages[-1]
 
 
-class Problem(BaseModel):
-    field: str
-    message: str
-
-
-class ErrorDetail(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    code: str = Field(description="What went wrong, for programs: e.g. `invalid_request`.")
-    message: str = Field(description="What went wrong, for people.")
-    requestId: str = Field(  # noqa: N815 - wire name
-        description="The request's id (also the `X-Request-ID` header): quote it in reports."
-    )
-    problems: list[Problem] | None = Field(
-        default=None, description="Each invalid field (validation errors only)."
-    )
-
-
-class ErrorResponse(BaseModel):
-    error: ErrorDetail
-
-
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    "4XX": {"model": ErrorResponse, "description": "The request was refused; nothing changed"},
-    "5XX": {
-        "model": ErrorResponse,
-        "description": "503 with `Retry-After`: Temporal or the store is unreachable, retry "
-        "later; 500: an unexpected error, reported under its request id",
-    },
-}
-
-
-class SessionPublic(BaseModel):
-    id: str = Field(description="The chat id (per tenant)")
-    title: str
-    agent: str
-    status: Literal["idle", "running", "waiting"] = Field(
-        description="`waiting`: the running turn is parked on approvals or client tool calls "
-        "(see `/approvals` and `/tool-calls`)"
-    )
-    created_at: datetime
-    updated_at: datetime
-    parent_session_id: str | None = Field(
-        default=None, description="A sub-agent's session: the chat id of the one that called it"
-    )
-    parent_tool_call_id: str | None = Field(
-        default=None, description="A sub-agent's session: the tool call it answers"
-    )
-
-    @classmethod
-    def of(
-        cls, chat: ChatSession, *, parent_chat_id: str | None, waiting: bool = False
-    ) -> "SessionPublic":
-        """`parent_chat_id`: the chat id of the parent session (stored by its key)."""
-        status: Literal["idle", "running", "waiting"] = "idle"
-        if chat.running_submission_id:
-            status = "waiting" if waiting else "running"
-        return cls(
-            id=chat.chat_id,
-            title=chat.title,
-            agent=chat.agent,
-            status=status,
-            created_at=datetime.fromtimestamp(chat.created_at, UTC),
-            updated_at=datetime.fromtimestamp(chat.updated_at, UTC),
-            parent_session_id=parent_chat_id,
-            parent_tool_call_id=chat.parent_tool_call_id,
-        )
-
-
-class SessionsPublic(BaseModel):
-    data: list[SessionPublic]
-    count: int
-
-
-class SessionUpdate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    title: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00]+$")
-
-
-class EventPublic(BaseModel):
-    id: int
-    type: str
-    submission_id: str | None
-    data: dict[str, object]
-    created_at: datetime
-
-
 class StopResult(BaseModel):
     result: StopVerdict = Field(
         description="`stopped`: this submission is stopped (its stream ends with `abort`, its "
@@ -212,56 +121,3 @@ class StopResult(BaseModel):
         description="With `stopped`: `running` or `pending` as the stop found it; with "
         "`already_finished`: how it ended (`completed`, `error`, `aborted`, `skipped`)",
     )
-
-
-MAX_REASON_CHARS = 2000
-
-
-class ApprovalAnswer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    approved: bool
-    reason: str | None = Field(default=None, max_length=MAX_REASON_CHARS)
-
-
-class ClientToolOutput(BaseModel):
-    """Exactly one of `output` (any JSON) and `errorText`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    output: Any = None
-    errorText: str | None = Field(  # noqa: N815 - wire name
-        default=None, min_length=1, max_length=MAX_REASON_CHARS
-    )
-
-    @model_validator(mode="after")
-    def _one_answer(self) -> "ClientToolOutput":
-        given = {"output", "errorText"} & self.model_fields_set
-        if len(given) != 1:
-            raise ValueError("send exactly one of `output` and `errorText`")
-        return self
-
-
-class _WaitPublic(BaseModel):
-    toolCallId: str  # noqa: N815 - wire names
-    toolName: str  # noqa: N815
-    input: Any
-    submissionId: str  # noqa: N815
-    requestedAt: datetime  # noqa: N815
-    expiresAt: datetime  # noqa: N815
-
-
-class ApprovalPublic(_WaitPublic):
-    approvalId: str  # noqa: N815 - wire name
-
-
-class ClientToolCallPublic(_WaitPublic):
-    pass
-
-
-class WaitAnswerResult(BaseModel):
-    id: str = Field(description="The approval id, or the client wait's id")
-    toolCallId: str  # noqa: N815 - wire names
-    status: str = Field(description="`approved`, `denied` or `answered`")
-    submissionId: str  # noqa: N815
-    changed: bool = Field(description="False when the same answer was already recorded")
