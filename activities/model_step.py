@@ -38,7 +38,6 @@ from perdure.domain.reducer import Reduction, reduce_chunks
 from perdure.domain.step_chunks import StepChunker
 from perdure.domain.step_state import StepState, step_state
 from perdure.domain.turn_chunks import (
-    REGENERATE_NOTICE,
     close_open_text,
     pending_tool_calls,
     start_chunk,
@@ -349,7 +348,7 @@ class ModelStepActivity:
         on_overflow: Callable[[], Awaitable[ModelRequest | None]] | None = None,
     ) -> StepChunker:
         """Stream the step; fall back from a lost resumable response to a prefill, from a
-        refused prefill to regenerating the step, and from a full context window to a
+        refused prefill to the continue instruction, and from a full context window to a
         compacted request (once)."""
         attempt = activity.info().attempt
         chunker = StepChunker(step.step, attempt=attempt, open_text_id=state.open_text_id)
@@ -390,10 +389,11 @@ class ModelStepActivity:
                     if shorter is not None:
                         request = shorter
                         continue
-                if error.prefill_rejected and request.prefill:
-                    writer.add(chunker.close() + [REGENERATE_NOTICE])
-                    request = request.model_copy(update={"prefill": None})
-                    chunker = StepChunker(step.step, attempt=attempt, variant="regen")
+                if error.prefill_rejected and request.prefill and not request.prefill_refused:
+                    # A model whose rules were not known (PERDURE_MODEL_FAMILIES): the text
+                    # goes on by instruction, never by answering the step again.
+                    log.warning("%s refused a prefill; continuing by instruction", model)
+                    request = request.model_copy(update={"prefill_refused": True})
                     continue
                 raise provider_failure(error, label=provider.label) from error
             except asyncio.CancelledError:

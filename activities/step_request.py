@@ -77,5 +77,5 @@ class StepPlan:
             prefill=None if self.resume else self.state.prefill,
             resume=self.resume,
             max_output_tokens=self.agent.max_output_tokens,
-            thinking_budget_tokens=self.agent.thinking_budget_tokens,
+            thinking=self.agent.thinking(),
         )

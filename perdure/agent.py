@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 from perdure.domain.concurrency import DEFAULT_DEBOUNCE_MS, ConcurrencyStrategy
+from perdure.domain.model_rules import Display, Effort, ThinkingOptions
 from perdure.domain.policy import RecoveryPolicy
 from perdure.domain.recovery_boot import RecoveryBoot
 from perdure.domain.repair import default_repair
@@ -55,8 +56,15 @@ class Agent:
     max_persisted_messages: ClassVar[int | None] = None
     """Keep at most this many messages per session (None: all): after each turn the oldest
     beyond it are deleted, and the oldest kept message of the active path becomes its root."""
+    thinking_effort: ClassVar[Effort | None] = None
+    """Claude 4.6 and later: adaptive thinking at this effort (`low`, `medium`, `high`, `max`,
+    and `xhigh` from 4.7); None: no thinking asked for. docs/providers.md."""
     thinking_budget_tokens: ClassVar[int | None] = None
-    """Anthropic extended thinking: the budget in tokens, or None for no thinking."""
+    """Claude up to 4.6: extended thinking with this budget in tokens (at least 1024, below
+    `max_output_tokens`); refused on 4.7 and later, which think adaptively only."""
+    thinking_display: ClassVar[Display | None] = None
+    """`summarized` or `omitted` thinking; None: the model's default (omitted from Claude 4.7
+    on, so set `summarized` to show the reasoning)."""
     fiber_max_age: ClassVar[timedelta] = timedelta(hours=24)
     """An interrupted fiber created longer ago than this is not recovered: it ends `error`
     (`@fiber(max_age=…)` overrides it per fiber)."""
@@ -78,6 +86,13 @@ class Agent:
     starts (at most a minute)."""
     sub_agents: ClassVar[tuple[SubAgent, ...]] = ()
     """Other agents the model may call as tools (each answers in a child turn)."""
+
+    def thinking(self) -> ThinkingOptions:
+        return ThinkingOptions(
+            budget_tokens=self.thinking_budget_tokens,
+            effort=self.thinking_effort,
+            display=self.thinking_display,
+        )
 
     def tools(self) -> dict[str, ToolDefinition]:
         found: dict[str, ToolDefinition] = {}

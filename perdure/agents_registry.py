@@ -6,6 +6,7 @@ import inspect
 from perdure.agent import Agent
 from perdure.default_agent import DefaultAgent
 from perdure.domain.concurrency import MAX_DEBOUNCE_MS, STRATEGIES, Concurrency
+from perdure.domain.model_rules import Family, refusals, rules_for
 
 
 class UnknownAgent(LookupError):
@@ -86,6 +87,21 @@ class AgentRegistry:
 
     def names(self) -> list[str]:
         return list(self._agents)
+
+    def check_models(self, default_model: str, families: dict[str, Family]) -> None:
+        """Refuse, before any turn runs, an option an agent's model does not accept (each
+        would be a 400 from the provider on every message): ValueError naming them all."""
+        for agent in self._agents.values():
+            spec = agent.model or default_model
+            rules = rules_for(spec, families)
+            if rules is None:
+                continue
+            problems = refusals(rules, agent.thinking(), agent.max_output_tokens)
+            if problems:
+                raise ValueError(
+                    f"agent {agent.name!r} on {spec} ({rules.family} models): "
+                    + "; ".join(problems)
+                )
 
 
 def load_agents(modules: str | None) -> AgentRegistry:

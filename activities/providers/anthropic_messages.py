@@ -1,24 +1,26 @@
 """`anthropic:<model>`: the Anthropic Messages API, streamed.
 
-Anthropic has no server-side resume; a partial answer is continued by **prefill**: a final
-assistant message the model continues exactly. The API rejects a final assistant message that
-ends in whitespace ("The prefill content cannot end with trailing whitespace",
-https://docs.claude.com/en/docs/build-with-claude/prompt-engineering/prefill-claudes-response),
-so the prefill is sent right-stripped and the whitespace the model repeats at the start of its
-continuation is dropped.
+What each Claude generation accepts is in `perdure/domain/model_rules.py` (with its sources);
+the worker refuses an agent option its model does not take before any turn runs.
 
-**Extended thinking** (`ModelRequest.thinking_budget_tokens`) sends
-`thinking: {"type": "enabled", "budget_tokens": N}` and streams the thinking as
-`ReasoningDelta`s. Prefill is not available with it ("Prefilling is only available for
-non-extended thinking modes", same page; the API answers 400 "Expected `thinking` or
-`redacted_thinking`, but found `text`…"), so with thinking on the partial is continued by
-**instruction** instead (`activities/providers/continuation_modes.py`): best effort, overlap
-trimmed.
+**Continuing a partial answer.** Up to Claude 4.5 by **prefill**: a final assistant message the
+model continues exactly. The API rejects one that ends in whitespace ("The prefill content
+cannot end with trailing whitespace",
+https://docs.claude.com/en/docs/build-with-claude/prompt-engineering/prefill-claudes-response),
+so it is sent right-stripped and the whitespace the model repeats is dropped. From Claude 4.6
+on, prefill is a 400, and with thinking on it is refused on every model ("Prefilling is only
+available for non-extended thinking modes", same page): there the partial is continued by
+**instruction** (`activities/providers/continuation_modes.py`), its repeat trimmed. A model the
+rules do not know that answers a prefill with a 400 is continued by instruction too.
+
+**Thinking.** `ThinkingOptions.budget_tokens` sends `{"type": "enabled", "budget_tokens": N}`;
+`effort` sends `{"type": "adaptive"}` with `output_config.effort`; `display` is sent when the
+agent sets it. The thinking streams as `ReasoningDelta`s.
 
 With thinking on, the API also requires the assistant message before a tool result to start
 with its signed thinking block, passed back unmodified
 (https://platform.claude.com/docs/build-with-claude/thinking-tool-workflows). Perdure does not
-keep thinking signatures, so a request that continues a tool-use loop is sent without
+keep thinking signatures yet, so a request that continues a tool-use loop is sent without
 `thinking`, as the API's own error advises ("To avoid this requirement, disable `thinking`").
 """
 
@@ -31,6 +33,7 @@ from anthropic.types import (
     AssistantMessageParam,
     InputJSONDelta,
     MessageParam,
+    OutputConfigParam,
     RawContentBlockDeltaEvent,
     RawContentBlockStartEvent,
     RawContentBlockStopEvent,
@@ -57,6 +60,7 @@ from activities.providers.common import FinishReason, parse_arguments, translate
 from activities.providers.config import ProviderConfig
 from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, INSTRUCTION, Continuation
 from perdure.domain.conversation import AssistantItem, ToolResultItem, UserItem
+from perdure.domain.model_rules import ModelRules, claude_rules
 from perdure.domain.overlap import OverlapTrimmer
 from perdure.domain.provider_events import (
     Finish,
@@ -110,12 +114,14 @@ def _message(role: Role, blocks: list[Block]) -> MessageParam:
 PREFILL = Continuation(mechanism="prefill", exact=True, via="final assistant message (prefill)")
 
 
-def continues_by_instruction(request: ModelRequest) -> bool:
-    """A partial answer under extended thinking: prefill is refused, the instruction is used."""
-    return bool(request.prefill) and request.thinking_budget_tokens is not None
+def continues_by_instruction(request: ModelRequest, rules: ModelRules) -> bool:
+    """A partial answer the model will not take as a prefill: the instruction is used."""
+    return bool(request.prefill) and (
+        request.prefill_refused or not rules.prefill or request.thinking.on
+    )
 
 
-def anthropic_messages(request: ModelRequest) -> list[MessageParam]:
+def anthropic_messages(request: ModelRequest, rules: ModelRules) -> list[MessageParam]:
     """Alternating user/assistant messages: consecutive same-role items share one message.
 
     Tool results become `tool_result` blocks of a user message; the prefill becomes a final
@@ -134,7 +140,7 @@ def anthropic_messages(request: ModelRequest) -> list[MessageParam]:
 
     for item in request.conversation:
         add("assistant" if isinstance(item, AssistantItem) else "user", _blocks(item))
-    if continues_by_instruction(request):
+    if continues_by_instruction(request, rules):
         add("assistant", [{"type": "text", "text": request.prefill or ""}])
         add("user", [{"type": "text", "text": CONTINUE_INSTRUCTION}])
     elif prefill := (request.prefill or "").rstrip():
@@ -155,12 +161,28 @@ def _continues_tool_loop(messages: list[MessageParam]) -> bool:
 def anthropic_thinking(
     request: ModelRequest, messages: list[MessageParam]
 ) -> ThinkingConfigParam | None:
-    """`thinking` for this request: enabled with the budget, except when the request continues
-    a tool-use loop (whose signed thinking blocks Perdure cannot pass back)."""
-    budget = request.thinking_budget_tokens
-    if budget is None or _continues_tool_loop(messages):
+    """`thinking` for this request: enabled with the budget, or adaptive, except when the
+    request continues a tool-use loop (whose signed thinking blocks Perdure cannot pass back)."""
+    options = request.thinking
+    if not options.on or _continues_tool_loop(messages):
         return None
-    return {"type": "enabled", "budget_tokens": budget}
+    config: ThinkingConfigParam
+    if options.budget_tokens is not None:
+        config = {"type": "enabled", "budget_tokens": options.budget_tokens}
+    else:
+        config = {"type": "adaptive"}
+    if options.display is not None:
+        config["display"] = options.display
+    return config
+
+
+def anthropic_output_config(
+    request: ModelRequest, thinking: ThinkingConfigParam | None
+) -> OutputConfigParam | None:
+    """`output_config.effort`, which goes with adaptive thinking."""
+    if thinking is None or thinking["type"] != "adaptive" or request.thinking.effort is None:
+        return None
+    return {"effort": request.thinking.effort}
 
 
 def anthropic_tools(request: ModelRequest) -> list[ToolParam]:
@@ -265,8 +287,11 @@ class AnthropicMessagesProvider:
         self.label = f"anthropic:{model}"
         self.config = config
 
+    def rules(self, request: ModelRequest) -> ModelRules:
+        return claude_rules(request.model or self.model, self.config.model_families)
+
     def continuation_for(self, request: ModelRequest) -> Continuation:
-        return INSTRUCTION if continues_by_instruction(request) else PREFILL
+        return INSTRUCTION if continues_by_instruction(request, self.rules(request)) else PREFILL
 
     async def cancel(self, response_id: str) -> None:
         """The Messages API keeps nothing server-side: nothing to cancel."""
@@ -277,9 +302,11 @@ class AnthropicMessagesProvider:
 
     async def _events(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         client = anthropic_client(self.config)
+        rules = self.rules(request)
         tools = anthropic_tools(request)
-        messages = anthropic_messages(request)
+        messages = anthropic_messages(request, rules)
         thinking = anthropic_thinking(request, messages)
+        output_config = anthropic_output_config(request, thinking)
         stream = await client.messages.create(
             model=request.model or self.model,
             max_tokens=request.max_output_tokens,
@@ -287,9 +314,10 @@ class AnthropicMessagesProvider:
             system=request.system or omit,
             tools=tools or omit,
             thinking=thinking if thinking is not None else omit,
+            output_config=output_config if output_config is not None else omit,
             stream=True,
         )
-        by_instruction = continues_by_instruction(request)
+        by_instruction = continues_by_instruction(request, rules)
         reader = _Reader(
             dedupe=WhitespaceDeduper(None if by_instruction else request.prefill),
             trim=OverlapTrimmer(request.prefill or "" if by_instruction else ""),

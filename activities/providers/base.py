@@ -7,6 +7,7 @@ from pydantic import BaseModel, Field
 
 from activities.providers.continuation_modes import Continuation
 from perdure.domain.conversation import ConversationItem, ToolSpec
+from perdure.domain.model_rules import ThinkingOptions
 from perdure.domain.provider_events import ProviderEvent
 
 
@@ -28,10 +29,11 @@ class ModelRequest(BaseModel):
     resume: ResumeToken | None = None
     """Re-attach to this response instead of starting a new one (providers that support it)."""
     max_output_tokens: int = 4096
-    thinking_budget_tokens: int | None = None
-    """Extended thinking budget (Anthropic `thinking.budget_tokens`; at least 1024 and below
-    `max_output_tokens`, as the API requires). None: no extended thinking. Adapters of APIs
-    without it ignore it."""
+    thinking: ThinkingOptions = ThinkingOptions()
+    """The agent's thinking, checked against the model's rules when the worker started
+    (`perdure/domain/model_rules.py`)."""
+    prefill_refused: bool = False
+    """The model answered a prefill with a 400: continue `prefill` by instruction instead."""
 
 
 class ProviderError(Exception):

@@ -9,9 +9,10 @@ a `repr`, a log line or an error message shows `**********`, never a key.
 
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, SecretStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
 
 from activities.providers.continuation_modes import CHAT_CONTINUATIONS, ChatContinuation
+from perdure.domain.model_rules import Family, parse_families
 
 CONTINUATION_VARIABLE = "PERDURE_OPENAI_CONTINUATION"
 
@@ -42,6 +43,21 @@ def blank_is_unset(value: object) -> object:
 OptionalKey = Annotated[SecretStr | None, BeforeValidator(blank_is_unset)]
 OptionalUrl = Annotated[str | None, BeforeValidator(blank_is_unset)]
 Continuation = Annotated[ChatContinuation, BeforeValidator(chat_continuation)]
+
+
+def model_families(value: object) -> object:
+    """`PERDURE_MODEL_FAMILIES` (`model-id=family,…`) as a mapping; blank: none."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        try:
+            return parse_families(value)
+        except ValueError as error:
+            raise ValueError(f"PERDURE_MODEL_FAMILIES: {error}") from None
+    return value
+
+
+ModelFamilies = Annotated[dict[str, Family], BeforeValidator(model_families)]
 """The field types of the provider settings, shared with `Settings`, which reads them."""
 
 
@@ -60,3 +76,6 @@ class ProviderConfig(BaseModel):
     """`ANTHROPIC_BASE_URL`. None: the Anthropic API."""
     openai_continuation: Continuation = "instruction"
     """`PERDURE_OPENAI_CONTINUATION`: how `openai:` models continue a partial answer."""
+    model_families: ModelFamilies = Field(default_factory=dict)
+    """`PERDURE_MODEL_FAMILIES`: the rules (`perdure/domain/model_rules.py`) of model ids
+    that are not recognised by name."""

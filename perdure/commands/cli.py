@@ -17,7 +17,7 @@ import uvicorn
 from temporalio.worker import Worker
 
 from gateway.app import create_app
-from perdure.agents_registry import load_agents
+from perdure.agents_registry import AgentRegistry, load_agents
 from perdure.commands.access_cli import ACCESS_COMMANDS, add_access_commands, run_access_command
 from perdure.commands.client_cli import CLIENT_COMMANDS, add_client_commands, run_client_command
 from perdure.commands.configuration import configured
@@ -158,6 +158,17 @@ def _working(worker: Worker, tracker: "ActivityTracker", grace: float) -> _Servi
     return _Service(run=run, stop=stop)
 
 
+def served_agents(settings: Settings) -> AgentRegistry:
+    """The agents to serve, each checked against what its model accepts; a refusal stops the
+    process with one line naming the agent, its model and every option refused."""
+    agents = load_agents(settings.agents)
+    try:
+        agents.check_models(settings.model, settings.model_families)
+    except ValueError as error:
+        raise SystemExit(f"perdure: {error}") from None
+    return agents
+
+
 async def _dev(settings: Settings) -> None:
     async with dev_server(
         address=settings.temporal_address,
@@ -172,7 +183,7 @@ async def _dev(settings: Settings) -> None:
             from perdure.runtime.worker import ActivityTracker, build_worker
 
             tracker = ActivityTracker()
-            agents = load_agents(settings.agents)
+            agents = served_agents(settings)
             worker = build_worker(services, agents, tracker)
             await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)
             await sync_declared_schedules(services, agents)
@@ -193,7 +204,7 @@ async def _worker(settings: Settings) -> None:
         from perdure.runtime.worker import ActivityTracker, build_worker
 
         tracker = ActivityTracker()
-        agents = load_agents(settings.agents)
+        agents = served_agents(settings)
         worker = build_worker(services, agents, tracker)
         await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)
         await sync_declared_schedules(services, agents)

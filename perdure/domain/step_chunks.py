@@ -16,13 +16,15 @@ from perdure.domain.ui import Chunk
 class StepChunker:
     """Stateful translator for one step; part ids are unique within the assistant message."""
 
-    def __init__(
-        self, step: int, *, attempt: int = 1, variant: str = "", open_text_id: str | None = None
-    ) -> None:
-        self._prefix = f"s{step}a{attempt}{variant}"
+    def __init__(self, step: int, *, attempt: int = 1, open_text_id: str | None = None) -> None:
+        self._prefix = f"s{step}a{attempt}"
         self._counter = 0
         self._text_id = open_text_id
         """A text part left open by an interrupted attempt is continued, not reopened."""
+        self._continuing = open_text_id is not None
+        """Until the continued text goes on, the model's reasoning is about how to continue
+        (a continuation request with thinking on): not part of the answer, and logging it
+        would split the answer's text in two."""
         self._reasoning_id: str | None = None
         self._started_tools: set[str] = set()
         self.finish: Finish | None = None
@@ -48,6 +50,7 @@ class StepChunker:
         if isinstance(event, TextDelta):
             if not event.text:
                 return []
+            self._continuing = False
             out = self._close_reasoning()
             if self._text_id is None:
                 self._text_id = self._new_id("t")
@@ -55,7 +58,7 @@ class StepChunker:
             out.append({"type": "text-delta", "id": self._text_id, "delta": event.text})
             return out
         if isinstance(event, ReasoningDelta):
-            if not event.text:
+            if not event.text or self._continuing:
                 return []
             out = self._close_text()
             if self._reasoning_id is None:
@@ -64,6 +67,7 @@ class StepChunker:
             out.append({"type": "reasoning-delta", "id": self._reasoning_id, "delta": event.text})
             return out
         if isinstance(event, ToolCallStart):
+            self._continuing = False
             out = self._close_text() + self._close_reasoning()
             self._started_tools.add(event.id)
             out.append(_tool_input_start(event.id, event.name))
@@ -79,6 +83,7 @@ class StepChunker:
                 }
             ]
         if isinstance(event, ToolCallEnd):
+            self._continuing = False
             out = self._close_text() + self._close_reasoning()
             if event.id not in self._started_tools:
                 self._started_tools.add(event.id)

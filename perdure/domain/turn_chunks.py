@@ -1,17 +1,10 @@
 """The chunks that open, close and annotate a turn's log (pure)."""
 
 from perdure.domain.payloads import FinishTurnInput
-from perdure.domain.recovery import RECOVERY_NOTICE
 from perdure.domain.reducer import reduce_chunks
 from perdure.domain.repair import default_repair, is_tool_part, repair_chunks, unsettled_tool_parts
 from perdure.domain.step_state import StepState
 from perdure.domain.ui import Chunk
-
-REGENERATE_NOTICE: Chunk = {
-    "type": RECOVERY_NOTICE,
-    "data": {"action": "regenerate", "reason": "the provider refused to continue a prefill"},
-    "transient": True,
-}
 
 
 def start_chunk(message_id: str, submission_id: str) -> Chunk:

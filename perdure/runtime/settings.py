@@ -14,7 +14,13 @@ from pydantic_core import core_schema
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
-from activities.providers.config import Continuation, OptionalKey, OptionalUrl, ProviderConfig
+from activities.providers.config import (
+    Continuation,
+    ModelFamilies,
+    OptionalKey,
+    OptionalUrl,
+    ProviderConfig,
+)
 from perdure.domain.access import Rate, parse_origins
 from perdure.domain.names import DEFAULT_TASK_QUEUE, turn_workflow_id
 from perdure.runtime.temporal_connection import TemporalConnectionConfigError, connection_options
@@ -153,6 +159,12 @@ class Settings(BaseSettings):
     )
     """How `openai:` models continue a partial answer: `instruction`, `vllm` or `deepseek`
     (activities/providers/openai_chat.py)."""
+    model_families: Annotated[ModelFamilies, NoDecode] = Field(
+        default_factory=dict, alias="PERDURE_MODEL_FAMILIES"
+    )
+    """`model-id=family,…`: which rules a model id Perdure does not recognise follows
+    (`claude-4.5`, `claude-4.6`, `claude-4.7`, `openai`); unrecognised ids get the current
+    generation's (docs/providers.md)."""
     agents: str | None = Field(default=None, alias="PERDURE_AGENTS")
     """Comma-separated module paths whose `Agent` subclasses are served."""
     default_agent: str = Field(default="default", alias="PERDURE_DEFAULT_AGENT")
@@ -292,6 +304,7 @@ class Settings(BaseSettings):
             anthropic_api_key=self.anthropic_api_key,
             anthropic_base_url=self.anthropic_base_url,
             openai_continuation=self.openai_continuation,
+            model_families=self.model_families,
         )
 
     def log_secrets(self) -> list[str]:
