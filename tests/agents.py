@@ -66,9 +66,25 @@ class ResponsesAgent(WaitingTools, DefaultAgent):
 
 
 class AnthropicAgent(WaitingTools, DefaultAgent):
+    """A prefill-era Claude (up to 4.5): a partial answer is continued by prefill."""
+
     name = "anthropic"
-    model = "anthropic:claude-fake"
+    model = "anthropic:claude-haiku-4-5"
     recovery = QUICK
+
+
+class Claude46Agent(AnthropicAgent):
+    """Claude 4.6: no prefill (continued by instruction); budget or adaptive thinking."""
+
+    name = "claude-4-6"
+    model = "anthropic:claude-sonnet-4-6"
+
+
+class Claude47Agent(AnthropicAgent):
+    """Today's Claude: no prefill, adaptive thinking only, thinking omitted by default."""
+
+    name = "claude-4-7"
+    model = "anthropic:claude-opus-4-7"
 
 
 class ThinkingAgent(AnthropicAgent):
@@ -76,6 +92,14 @@ class ThinkingAgent(AnthropicAgent):
 
     name = "thinking"
     thinking_budget_tokens = 1024
+
+
+class AdaptiveThinkingAgent(Claude47Agent):
+    """Adaptive thinking at high effort, its summary shown (4.7 omits it by default)."""
+
+    name = "thinking-4-7"
+    thinking_effort = "high"
+    thinking_display = "summarized"
 
 
 class ObservedAgent(ChatCompletionsAgent):

@@ -32,7 +32,7 @@ def _default_model(fields: dict[str, Any]) -> str:
     if fields.get("openai_api_key") is not None:
         return "openai:gpt-4.1-mini"
     if fields.get("anthropic_api_key") is not None:
-        return "anthropic:claude-sonnet-4-5"
+        return "anthropic:claude-sonnet-4-6"
     return "demo"
 
 
@@ -152,7 +152,7 @@ class Settings(BaseSettings):
     anthropic_api_key: OptionalKey = Field(default=None, alias="ANTHROPIC_API_KEY")
     anthropic_base_url: OptionalUrl = Field(default=None, alias="ANTHROPIC_BASE_URL")
     model: str = Field(default_factory=_default_model, alias="PERDURE_MODEL")
-    """Unset: `openai:gpt-4.1-mini` with an OpenAI key, else `anthropic:claude-sonnet-4-5` with
+    """Unset: `openai:gpt-4.1-mini` with an OpenAI key, else `anthropic:claude-sonnet-4-6` with
     an Anthropic key, else `demo`."""
     openai_continuation: Continuation = Field(
         default="instruction", alias="PERDURE_OPENAI_CONTINUATION"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
+from httpx_sse import EventSource
 from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
@@ -190,19 +191,17 @@ class LiveStream:
         return found
 
     async def read(self, response: httpx.Response, stop_after_deltas: int | None = None) -> None:
-        event_id: int | None = None
-        async for line in response.aiter_lines():
-            if line.startswith("id: "):
-                event_id = int(line[4:].rsplit(":", 1)[-1])  # `<submission>:<seq>`
-            elif line == "data: [DONE]":
+        async for event in EventSource(response).aiter_sse():
+            if not event.data:
+                continue  # a keep-alive comment
+            if event.data == "[DONE]":
                 self.done = True
                 return
-            elif line.startswith("data: "):
-                assert event_id is not None
-                self.events.append((event_id, json.loads(line[6:])))
-                self.received_at.append(time.monotonic())
-                if stop_after_deltas is not None and self.deltas() >= stop_after_deltas:
-                    return
+            seq = int(event.id.rsplit(":", 1)[-1])  # `<submission>:<seq>`
+            self.events.append((seq, json.loads(event.data)))
+            self.received_at.append(time.monotonic())
+            if stop_after_deltas is not None and self.deltas() >= stop_after_deltas:
+                return
 
 
 async def wait_until(predicate: Callable[[], bool], timeout: float = 30) -> None:

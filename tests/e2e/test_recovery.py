@@ -107,23 +107,58 @@ async def test_every_provider_api_recovers_a_broken_stream_exactly(
         assert routes == ["responses", "responses.retrieve"]  # re-attached, not regenerated
 
 
-async def test_a_provider_that_refuses_prefill_regenerates_the_step(
-    http: httpx.AsyncClient,
+async def test_a_model_that_refuses_an_unexpected_prefill_is_continued_by_instruction(
+    http: httpx.AsyncClient, fake_provider
 ) -> None:
     session = new_session()
+    text = unique("@count 50 @delay 2 @disconnect_after 20 @reject_prefill")
 
-    streamed = await send(
-        http,
-        session,
-        unique("@count 50 @delay 2 @disconnect_after 20 @reject_prefill"),
-        agent="anthropic",
-    )
+    streamed = await send(http, session, text, agent="anthropic")
 
-    assert [n["data"].get("action") for n in notices(streamed)] == ["continue", "regenerate"]
+    assert streamed.text() == counting(50)
+    assert [n["data"].get("kind") for n in notices(streamed)] == ["continue"]
     answer = await stored_answer(http, session)
-    texts = [p["text"] for p in answer["parts"] if p["type"] == "text"]
-    assert texts[-1] == counting(50)
-    assert counting(50).startswith(texts[0])
+    assert [p["text"] for p in answer["parts"] if p["type"] == "text"] == [counting(50)]
+    statuses = [r.status for r in fake_provider.requests_for(text)]
+    assert statuses == [200, 400, 200]  # the prefill's 400, then the instruction
+
+
+@pytest.mark.parametrize("agent", ["claude-4-6", "claude-4-7"])
+async def test_todays_claude_continues_a_broken_answer_exactly_without_a_prefill(
+    http: httpx.AsyncClient, fake_provider, agent: str
+) -> None:
+    session = new_session()
+    text = unique("@count 60 @delay 2 @disconnect_after 20")
+
+    streamed = await send(http, session, text, agent=agent)
+
+    assert streamed.text() == counting(60)
+    answer = await stored_answer(http, session)
+    assert [p["text"] for p in answer["parts"] if p["type"] == "text"] == [counting(60)]
+    first, second = fake_provider.requests_for(text)  # no 400 on the way
+    assert (first.status, second.status) == (200, 200)
+    assert second.body["messages"][-1]["content"] == [
+        {"type": "text", "text": CONTINUE_INSTRUCTION}
+    ]
+
+
+async def test_a_thinking_answer_continued_by_instruction_keeps_one_text_part(
+    http: httpx.AsyncClient, fake_provider
+) -> None:
+    session = new_session()
+    text = unique("@count 60 @delay 2 @disconnect_after 20")
+
+    streamed = await send(http, session, text, agent="thinking-4-7")
+
+    assert streamed.text() == counting(60)
+    answer = await stored_answer(http, session)
+    assert [p["type"] for p in answer["parts"] if p["type"] in ("text", "reasoning")] == [
+        "reasoning",
+        "text",
+    ]
+    first, second = fake_provider.requests_for(text)
+    assert first.body["thinking"] == {"type": "adaptive", "display": "summarized"}
+    assert first.body["output_config"] == {"effort": "high"}
 
 
 async def test_an_exhausted_budget_ends_with_the_terminal_message(

@@ -6,8 +6,8 @@ from gateway import sse
 from perdure.testing.stack import Stack
 
 
-async def relay_events(stack: Stack, submission_id: str, *, limit: int) -> list[str]:
-    events: list[str] = []
+async def relay_events(stack: Stack, submission_id: str, *, limit: int) -> list[bytes]:
+    events: list[bytes] = []
     async for event in sse.relay(
         stack.services.db,
         stack.services.watcher,
@@ -29,4 +29,4 @@ async def test_a_relay_whose_submission_was_deleted_ends_with_an_error(
     events = await relay_events(stack, "never-existed", limit=5)
 
     assert events == [sse.GONE]
-    assert '"type":"error"' in events[0] and events[0].endswith("data: [DONE]\n\n")
+    assert b'"type":"error"' in events[0] and events[0].endswith(b"data: [DONE]\n\n")

@@ -54,7 +54,7 @@ async def chat_deltas(
 
 async def anthropic_text(fake: FakeProvider, messages: list[Any], **fields: Any) -> str:
     stream = await anthropic_sdk(fake).messages.create(
-        model="fake",
+        model="claude-haiku-4-5",
         max_tokens=fields.pop("max_tokens", 100),
         messages=messages,
         stream=True,
@@ -217,7 +217,7 @@ async def test_tools_are_called_one_step_at_a_time(fake_provider: FakeProvider) 
 
 async def test_parallel_calls_every_pending_tool_at_once(fake_provider: FakeProvider) -> None:
     stream = await anthropic_sdk(fake_provider).messages.create(
-        model="fake",
+        model="claude-haiku-4-5",
         max_tokens=100,
         messages=[{"role": "user", "content": "@parallel\n@tool a {}\n@tool b {}"}],
         stream=True,
@@ -359,7 +359,7 @@ async def test_stall_keeps_the_connection_open_and_silent(fake_provider: FakePro
 
 async def test_anthropic_midstream_error_is_an_error_event(fake_provider: FakeProvider) -> None:
     stream = await anthropic_sdk(fake_provider).messages.create(
-        model="fake",
+        model="claude-haiku-4-5",
         max_tokens=100,
         messages=[{"role": "user", "content": f"@count 5 @midstream_error 2 {tag()}"}],
         stream=True,
@@ -373,7 +373,9 @@ async def test_anthropic_midstream_error_is_an_error_event(fake_provider: FakePr
 async def test_reject_prefill_refuses_requests_with_a_prefill(fake_provider: FakeProvider) -> None:
     text = "@count 3 @reject_prefill"
     assert await anthropic_text(fake_provider, [{"role": "user", "content": text}]) == "1 2 3"
-    with pytest.raises(anthropic.BadRequestError, match="Prefilling assistant messages"):
+    with pytest.raises(
+        anthropic.BadRequestError, match="does not support assistant message prefill"
+    ):
         await anthropic_text(
             fake_provider,
             [{"role": "user", "content": text}, {"role": "assistant", "content": "1"}],
@@ -385,7 +387,7 @@ async def test_anthropic_refuses_a_prefill_ending_in_whitespace(
 ) -> None:
     with pytest.raises(anthropic.BadRequestError, match="trailing whitespace"):
         await anthropic_sdk(fake_provider).messages.create(
-            model="fake",
+            model="claude-haiku-4-5",
             max_tokens=100,
             messages=[
                 {"role": "user", "content": "@count 3"},
@@ -674,7 +676,7 @@ async def test_anthropic_refuses_a_tool_result_without_its_tool_use(
 
 async def test_anthropic_streams_a_signed_thinking_block_first(fake_provider: FakeProvider) -> None:
     stream = await anthropic_sdk(fake_provider).messages.create(
-        model="fake",
+        model="claude-haiku-4-5",
         max_tokens=4096,
         thinking={"type": "enabled", "budget_tokens": 2048},
         messages=[{"role": "user", "content": "@count 2"}],
@@ -777,3 +779,123 @@ def test_the_module_runs_standalone_and_prints_its_url_first() -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+# -- Claude generations, by model id ------------------------------------------------------------
+
+
+async def anthropic_error(fake: FakeProvider, model: str, **fields: Any) -> str:
+    """The message of the 400 the fake answers `fields` with, on `model`."""
+    messages = fields.pop("messages", [{"role": "user", "content": "@count 2"}])
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await anthropic_sdk(fake).messages.create(
+            model=model, max_tokens=4096, messages=messages, stream=True, **fields
+        )
+    body = caught.value.body
+    assert isinstance(body, dict)
+    assert body["error"]["type"] == "invalid_request_error"
+    return str(body["error"]["message"])
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-4-6", "claude-opus-4-7", "claude-sonnet-5"])
+async def test_claude_4_6_and_later_refuse_a_prefill(
+    fake_provider: FakeProvider, model: str
+) -> None:
+    messages = [{"role": "user", "content": "@count 5"}, {"role": "assistant", "content": "1 2"}]
+
+    message = await anthropic_error(fake_provider, model, messages=messages)
+
+    assert message == (
+        "This model does not support assistant message prefill. The conversation must end "
+        "with a user message."
+    )
+
+
+@pytest.mark.parametrize("model", ["claude-opus-4-7", "claude-opus-5"])
+async def test_claude_4_7_and_later_refuse_thinking_with_a_budget(
+    fake_provider: FakeProvider, model: str
+) -> None:
+    thinking: Any = {"type": "enabled", "budget_tokens": 2048}
+
+    message = await anthropic_error(fake_provider, model, thinking=thinking)
+
+    assert message.startswith('"thinking.type.enabled" is not supported for this model.')
+
+
+async def test_claude_before_4_6_refuses_adaptive_thinking(fake_provider: FakeProvider) -> None:
+    message = await anthropic_error(
+        fake_provider, "claude-haiku-4-5", thinking={"type": "adaptive"}
+    )
+
+    assert "adaptive" in message
+
+
+async def test_claude_4_6_refuses_the_xhigh_effort(fake_provider: FakeProvider) -> None:
+    message = await anthropic_error(
+        fake_provider,
+        "claude-sonnet-4-6",
+        thinking={"type": "adaptive"},
+        output_config={"effort": "xhigh"},
+    )
+
+    assert "xhigh" in message
+
+
+async def test_claude_4_7_refuses_sampling_parameters(fake_provider: FakeProvider) -> None:
+    message = await anthropic_error(
+        fake_provider, "claude-opus-4-7", extra_body={"temperature": 0.2}
+    )
+
+    assert message == "`temperature` is deprecated for this model."
+
+
+async def test_with_thinking_on_temperature_may_only_be_1(fake_provider: FakeProvider) -> None:
+    message = await anthropic_error(
+        fake_provider,
+        "claude-haiku-4-5",
+        thinking={"type": "enabled", "budget_tokens": 2048},
+        extra_body={"temperature": 0.5},
+    )
+
+    assert message.startswith("`temperature` may only be set to 1 when thinking is enabled.")
+
+
+async def thinking_of(fake: FakeProvider, model: str, thinking: Any) -> tuple[str, list[str]]:
+    """The streamed thinking text and the signatures of a `@count 2` answer."""
+    stream = await anthropic_sdk(fake).messages.create(
+        model=model,
+        max_tokens=4096,
+        thinking=thinking,
+        messages=[{"role": "user", "content": "@count 2"}],
+        stream=True,
+    )
+    deltas = [e.delta async for e in stream if e.type == "content_block_delta"]
+    text = "".join(d.thinking for d in deltas if d.type == "thinking_delta")
+    return text, [d.signature for d in deltas if d.type == "signature_delta"]
+
+
+async def test_claude_4_7_omits_the_thinking_text_by_default_but_signs_the_block(
+    fake_provider: FakeProvider,
+) -> None:
+    text, signatures = await thinking_of(fake_provider, "claude-opus-4-7", {"type": "adaptive"})
+
+    assert text == ""
+    assert len(signatures) == 1
+
+
+async def test_a_summarized_display_shows_claude_4_7s_thinking(
+    fake_provider: FakeProvider,
+) -> None:
+    shown: Any = {"type": "adaptive", "display": "summarized"}
+
+    text, _ = await thinking_of(fake_provider, "claude-opus-4-7", shown)
+
+    assert text == THINKING
+
+
+async def test_claude_4_6_shows_its_adaptive_thinking_by_default(
+    fake_provider: FakeProvider,
+) -> None:
+    text, _ = await thinking_of(fake_provider, "claude-sonnet-4-6", {"type": "adaptive"})
+
+    assert text == THINKING

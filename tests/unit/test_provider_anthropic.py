@@ -11,6 +11,7 @@ from activities.providers.base import ModelRequest, ProviderError
 from activities.providers.config import ProviderConfig
 from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, INSTRUCTION
 from perdure.domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
+from perdure.domain.model_rules import CLAUDE_4_5, ThinkingOptions
 from perdure.domain.provider_events import (
     Finish,
     ReasoningDelta,
@@ -33,14 +34,14 @@ from tests.fakeprovider_fixtures import (
 
 @pytest.fixture(scope="module")
 def provider(fake_provider_config: ProviderConfig) -> AnthropicMessagesProvider:
-    return AnthropicMessagesProvider("fake-claude", config=fake_provider_config)
+    return AnthropicMessagesProvider("claude-haiku-4-5", config=fake_provider_config)
 
 
 SEARCH = ToolSpec(name="search", description="Search", parameters={"type": "object"})
 
 
 def ask(text: str, **fields: object) -> ModelRequest:
-    return ModelRequest(model="fake-claude", conversation=[UserItem(text=text)], **fields)
+    return ModelRequest(model="claude-haiku-4-5", conversation=[UserItem(text=text)], **fields)
 
 
 async def test_streams_text_word_by_word_then_finishes_with_usage(
@@ -74,7 +75,7 @@ async def test_parallel_tool_results_lead_to_the_answer(
     text = "@parallel\n@tool search {}\n@tool search {}"
     calls = [ToolCall(id="t1", name="search"), ToolCall(id="t2", name="search")]
     request = ModelRequest(
-        model="fake-claude",
+        model="claude-haiku-4-5",
         tools=[SEARCH],
         conversation=[
             UserItem(text=text),
@@ -113,7 +114,7 @@ async def test_thinking_streams_reasoning_before_the_answer(
     provider: AnthropicMessagesProvider, fake_provider: FakeProvider
 ) -> None:
     text = f"@count 3 {tag()}"
-    events = await collect(provider, ask(text, thinking_budget_tokens=2048))
+    events = await collect(provider, ask(text, thinking=ThinkingOptions(budget_tokens=2048)))
     reasoning = [e for e in events if isinstance(e, ReasoningDelta)]
     assert "".join(e.text for e in reasoning) == THINKING
     assert events.index(reasoning[-1]) < next(
@@ -129,7 +130,7 @@ async def test_with_thinking_a_partial_is_continued_by_instruction_never_a_prefi
     fake_provider: FakeProvider,
 ) -> None:
     text = f"@count 10 {tag()}"
-    request = ask(text, prefill="1 2 3 4 5 6", thinking_budget_tokens=1024)
+    request = ask(text, prefill="1 2 3 4 5 6", thinking=ThinkingOptions(budget_tokens=1024))
     assert provider.continuation_for(request) == INSTRUCTION
     events = await collect(provider, request)
     assert "1 2 3 4 5 6" + text_of(events) == count_to(10)
@@ -145,14 +146,14 @@ async def test_a_thinking_budget_below_1024_is_refused_by_the_api(
     provider: AnthropicMessagesProvider,
 ) -> None:
     with pytest.raises(ProviderError, match="greater than or equal to 1024") as caught:
-        await collect(provider, ask("hello", thinking_budget_tokens=512))
+        await collect(provider, ask("hello", thinking=ThinkingOptions(budget_tokens=512)))
     assert not caught.value.retryable and caught.value.status == 400
 
 
 async def test_a_thinking_budget_not_below_max_tokens_is_refused_by_the_api(
     provider: AnthropicMessagesProvider,
 ) -> None:
-    request = ask("hello", thinking_budget_tokens=2048, max_output_tokens=2048)
+    request = ask("hello", thinking=ThinkingOptions(budget_tokens=2048), max_output_tokens=2048)
     with pytest.raises(ProviderError, match="must be greater than `thinking.budget_tokens`"):
         await collect(provider, request)
 
@@ -163,9 +164,9 @@ async def test_thinking_is_left_out_of_a_request_that_continues_a_tool_loop(
 ) -> None:
     text = f"@tool search {{}} {tag()}"
     request = ModelRequest(
-        model="fake-claude",
+        model="claude-haiku-4-5",
         tools=[SEARCH],
-        thinking_budget_tokens=2048,
+        thinking=ThinkingOptions(budget_tokens=2048),
         conversation=[
             UserItem(text=text),
             AssistantItem(tool_calls=[ToolCall(id="t1", name="search")]),
@@ -223,7 +224,7 @@ async def test_a_dropped_connection_is_retryable(
 
 async def test_a_missing_api_key_names_the_variable(fake_provider: FakeProvider) -> None:
     config = config_for(fake_provider, anthropic_api_key=None)
-    keyless = AnthropicMessagesProvider("fake-claude", config=config)
+    keyless = AnthropicMessagesProvider("claude-haiku-4-5", config=config)
     with pytest.raises(ProviderError, match="ANTHROPIC_API_KEY") as caught:
         await collect(keyless, ask("hello"))
     assert not caught.value.retryable
@@ -241,7 +242,7 @@ def test_consecutive_tool_results_share_one_user_message() -> None:
             ToolResultItem(tool_call_id="b", tool_name="search", output="two", is_error=True),
         ],
     )
-    assert anthropic_messages(request) == [
+    assert anthropic_messages(request, CLAUDE_4_5) == [
         {"role": "user", "content": [{"type": "text", "text": "Search twice"}]},
         {
             "role": "assistant",
@@ -272,7 +273,7 @@ def test_a_user_message_after_tool_results_joins_their_user_turn() -> None:
             UserItem(text="and now?"),
         ],
     )
-    roles = [message["role"] for message in anthropic_messages(request)]
+    roles = [message["role"] for message in anthropic_messages(request, CLAUDE_4_5)]
     assert roles == ["user", "assistant", "user"]
 
 
@@ -281,3 +282,53 @@ def test_the_stripped_whitespace_is_dropped_once_from_the_continuation() -> None
     assert dedupe(" ") == ""
     assert dedupe("\nworld") == "world"
     assert dedupe(" again") == " again"
+
+
+# -- today's Claude models ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-4-6", "claude-opus-4-7"])
+async def test_a_model_without_prefill_continues_a_partial_by_instruction_exactly(
+    fake_provider_config: ProviderConfig, fake_provider: FakeProvider, model: str
+) -> None:
+    provider = AnthropicMessagesProvider(model, config=fake_provider_config)
+    text = f"@count 12 {tag()}"
+    request = ModelRequest(model=model, conversation=[UserItem(text=text)], prefill="1 2 3 4")
+
+    assert provider.continuation_for(request) == INSTRUCTION
+    events = await collect(provider, request)
+
+    assert "1 2 3 4" + text_of(events) == count_to(12)
+    (sent,) = fake_provider.requests_for(text)  # one request: no 400 on the way
+    assert sent.body["messages"][-1]["content"] == [{"type": "text", "text": CONTINUE_INSTRUCTION}]
+
+
+async def test_a_prefill_refused_by_a_model_the_rules_do_not_know_goes_on_by_instruction(
+    provider: AnthropicMessagesProvider, fake_provider: FakeProvider
+) -> None:
+    text = f"@count 8 @reject_prefill {tag()}"
+    request = ask(text, prefill="1 2 3", prefill_refused=True)
+
+    events = await collect(provider, request)
+
+    assert "1 2 3" + text_of(events) == count_to(8)
+
+
+async def test_adaptive_thinking_sends_the_effort_and_the_display(
+    fake_provider_config: ProviderConfig, fake_provider: FakeProvider
+) -> None:
+    provider = AnthropicMessagesProvider("claude-opus-4-7", config=fake_provider_config)
+    text = f"@count 3 {tag()}"
+    thinking = ThinkingOptions(effort="xhigh", display="summarized")
+    request = ModelRequest(
+        model="claude-opus-4-7", conversation=[UserItem(text=text)], thinking=thinking
+    )
+
+    events = await collect(provider, request)
+
+    assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == THINKING
+    assert text_of(events) == count_to(3)
+    (sent,) = fake_provider.requests_for(text)
+    assert sent.body["thinking"] == {"type": "adaptive", "display": "summarized"}
+    assert sent.body["output_config"] == {"effort": "xhigh"}
+    assert "temperature" not in sent.body

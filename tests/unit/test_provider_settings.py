@@ -95,9 +95,9 @@ async def test_clients_are_shared_per_key_and_base_url() -> None:
     ("fields", "model"),
     [
         ({"OPENAI_API_KEY": "sk-o"}, "openai:gpt-4.1-mini"),
-        ({"ANTHROPIC_API_KEY": "sk-a"}, "anthropic:claude-sonnet-4-5"),
+        ({"ANTHROPIC_API_KEY": "sk-a"}, "anthropic:claude-sonnet-4-6"),
         ({"OPENAI_API_KEY": "sk-o", "ANTHROPIC_API_KEY": "sk-a"}, "openai:gpt-4.1-mini"),
-        ({"OPENAI_API_KEY": "  ", "ANTHROPIC_API_KEY": "sk-a"}, "anthropic:claude-sonnet-4-5"),
+        ({"OPENAI_API_KEY": "  ", "ANTHROPIC_API_KEY": "sk-a"}, "anthropic:claude-sonnet-4-6"),
         ({}, "demo"),
         ({"OPENAI_API_KEY": "sk-o", "PERDURE_MODEL": "demo"}, "demo"),
     ],
@@ -113,7 +113,7 @@ def test_the_default_model_follows_the_keys_the_environment_gives_the_settings(
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-env")
     settings = Settings()
-    assert settings.model == "anthropic:claude-sonnet-4-5"
+    assert settings.model == "anthropic:claude-sonnet-4-6"
     assert settings.provider_config().anthropic_api_key == SecretStr("sk-ant-env")
 
 

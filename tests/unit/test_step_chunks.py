@@ -2,6 +2,7 @@
 
 from perdure.domain.provider_events import (
     Finish,
+    ReasoningDelta,
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
@@ -53,3 +54,27 @@ def test_a_continued_step_appends_to_the_open_text_part() -> None:
 
 def test_empty_deltas_produce_nothing() -> None:
     assert StepChunker(0).feed(TextDelta(text="")) == []
+
+
+def test_a_continuations_reasoning_before_its_text_is_not_logged() -> None:
+    chunker = StepChunker(1, attempt=2, open_text_id="s1a1-t1")
+
+    chunks = [
+        *chunker.feed(ReasoningDelta(text="They want me to go on from 4.")),
+        *chunker.feed(TextDelta(text=" 5 6")),
+        *chunker.feed(Finish(reason="stop")),
+    ]
+
+    assert chunks == [
+        {"type": "text-delta", "id": "s1a1-t1", "delta": " 5 6"},
+        {"type": "text-end", "id": "s1a1-t1"},
+    ]
+
+
+def test_reasoning_after_a_continuations_text_is_logged() -> None:
+    chunker = StepChunker(1, attempt=2, open_text_id="s1a1-t1")
+    chunker.feed(TextDelta(text=" 5"))
+
+    chunks = chunker.feed(ReasoningDelta(text="Now a tool."))
+
+    assert [c["type"] for c in chunks] == ["text-end", "reasoning-start", "reasoning-delta"]

@@ -5,10 +5,15 @@ configuration, the thinking-block requirement when thinking is on, no trailing w
 final assistant message. A final assistant message is a prefill and is continued exactly; a
 partial followed by the continue instruction is answered by a model that follows it.
 
-With `thinking: {type: "enabled"}` the answer starts with a thinking block, streamed as the
-real API streams it: `content_block_start` `{"type": "thinking", "thinking": ""}`,
+It answers by model id as each Claude generation does (`rules.anthropic_generation`): prefill
+is a 400 from 4.6 on, `enabled` thinking from 4.7 on, and so on.
+
+With thinking on (`enabled` or `adaptive`) the answer starts with a thinking block, streamed as
+the real API streams it: `content_block_start` `{"type": "thinking", "thinking": ""}`,
 `thinking_delta`s, then a `signature_delta` "just before the block's content_block_stop"
 (the SDK's `SignatureDelta` docs; https://platform.claude.com/docs/en/build-with-claude/streaming).
+With the display `omitted` (the default from Claude 4.7 on) there are no `thinking_delta`s:
+the block carries only its signature.
 Thinking deltas are not content deltas: faults and counters see only the answer.
 """
 
@@ -62,10 +67,10 @@ def _event(data: dict[str, Any]) -> bytes:
     return sse(data, event=str(data["type"]))
 
 
-def _thinking_frames(signature: str) -> list[Frame]:
+def _thinking_frames(signature: str, shown: bool) -> list[Frame]:
     block = {"type": "thinking", "thinking": ""}
     frames = [Frame(_event({"type": "content_block_start", "index": 0, "content_block": block}))]
-    for text in words(THINKING):
+    for text in words(THINKING) if shown else []:
         delta = {"type": "thinking_delta", "thinking": text}
         frames.append(Frame(_event({"type": "content_block_delta", "index": 0, "delta": delta})))
     delta = {"type": "signature_delta", "signature": signature}
@@ -74,7 +79,9 @@ def _thinking_frames(signature: str) -> list[Frame]:
     return frames
 
 
-def message_frames(plan: Plan, model: str, thinking: bool = False) -> list[Frame]:
+def message_frames(
+    plan: Plan, model: str, thinking: bool = False, shown: bool = True
+) -> list[Frame]:
     message: dict[str, Any] = {
         "id": f"msg_{uuid.uuid4().hex[:24]}",
         "type": "message",
@@ -89,7 +96,7 @@ def message_frames(plan: Plan, model: str, thinking: bool = False) -> list[Frame
     frames.append(Frame(_event({"type": "ping"})))
     index = 0
     if thinking:
-        frames += _thinking_frames(signature=f"sig_{uuid.uuid4().hex}")
+        frames += _thinking_frames(signature=f"sig_{uuid.uuid4().hex}", shown=shown)
         index = 1
     if plan.text_chunks or not plan.tool_calls:
         block = {"type": "text", "text": ""}
@@ -149,6 +156,7 @@ class AnthropicRoutes:
         else:
             verdict = rules.first_violation(
                 body,
+                rules.anthropic_generation,
                 rules.anthropic_thinking_config,
                 rules.anthropic_tool_pairs,
                 rules.anthropic_thinking_blocks,
@@ -159,7 +167,9 @@ class AnthropicRoutes:
             return anthropic_error(verdict)
         plan = make_plan(transcript, directives, _continuing(transcript))
         thinking = rules.thinking_enabled(body)
-        frames = message_frames(plan, str(body.get("model", "")), thinking=thinking)
+        frames = message_frames(
+            plan, str(body.get("model", "")), thinking=thinking, shown=rules.thinking_shown(body)
+        )
         return FrameStream(
             schedule(frames, record.started_at, plan.delay_s, plan.ttft_s),
             state=self.state,

@@ -7,10 +7,13 @@ from perdure.testing.fakeprovider.directives import Directives, Fault
 from perdure.testing.fakeprovider.state import FakeState
 from perdure.testing.fakeprovider.transcript import Transcript
 
-PREFILL_REJECTED = "Prefilling assistant messages is not supported for this model."
-"""`@reject_prefill`: Anthropic's answer for models without prefill (Claude Opus 4.6, as quoted
-in public reports, e.g. docs.agno.com "append trailing user message": "Claude 4.6+ does not
-support assistant message prefill")."""
+PREFILL_REJECTED = (
+    "This model does not support assistant message prefill. The conversation must end with a "
+    "user message."
+)
+"""Anthropic's 400 for a final assistant message on Claude 4.6 and later (strands-agents/
+sdk-python#1694, crewAIInc/crewAI#5810, QwenLM/qwen-code#8039); `@reject_prefill` gives it on
+any model, as a model the adapter does not know would."""
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,13 @@ public issue threads that show the raw error body; the source is cited with each
 function returns the `Rejection` for the first rule a request breaks, or None.
 """
 
+import re
 from typing import Any
 
 from openai.types.chat import completion_create_params
 from openai.types.responses import response_create_params
 
-from perdure.testing.fakeprovider.gate import Rejection
+from perdure.testing.fakeprovider.gate import PREFILL_REJECTED, Rejection
 
 # -- OpenAI -------------------------------------------------------------------------------------
 
@@ -186,14 +187,95 @@ def _types(message: dict[str, Any]) -> list[str]:
     return [str(block.get("type")) for block in _blocks(message)]
 
 
-def thinking_enabled(body: dict[str, Any]) -> bool:
+def claude_version(model: str) -> tuple[int, int]:
+    """`claude-sonnet-4-5[-20250929]` → (4, 5), `claude-3-7-sonnet-…` → (3, 7), `claude-opus-5`
+    → (5, 0); an id without a version answers as today's models do (99, 0)."""
+    match = _CLAUDE_VERSION.match(model)
+    if match is None:
+        return (99, 0)
+    return (int(match["major"]), int(match["minor"] or 0))
+
+
+_CLAUDE_VERSION = re.compile(r"^claude-(?:[a-z]+-)?(?P<major>\d)(?:-(?P<minor>\d{1,2}))?(?=-|$)")
+PREFILL_FROM = (4, 6)
+"""Claude 4.6 removed assistant-message prefill ("Prefilling assistant messages returns a 400
+error on Claude 4.6 models", platform.claude.com migration guide, "Prefill removal")."""
+ADAPTIVE_FROM = (4, 6)
+"""Adaptive thinking is supported from Claude 4.6 ("Older models (Sonnet 4.5, Opus 4.5, etc.)
+do not support adaptive thinking", platform.claude.com/docs/en/build-with-claude/
+adaptive-thinking)."""
+ADAPTIVE_ONLY_FROM = (4, 7)
+"""Claude Opus 4.7 and later take adaptive thinking only, and refuse sampling parameters; their
+thinking display defaults to `omitted` (perdure/domain/model_rules.py cites each source)."""
+XHIGH_FROM = (4, 7)
+"""The `xhigh` effort arrived with Claude Opus 4.7 (NousResearch/hermes-agent#11137)."""
+_ENABLED_NOT_SUPPORTED = (
+    '"thinking.type.enabled" is not supported for this model. Use "thinking.type.adaptive" and '
+    '"output_config.effort" to control thinking behavior.'
+)
+"""NousResearch/hermes-agent#11137 (claude-opus-4-7), cline/cline#12010 (claude-sonnet-5)."""
+_ADAPTIVE_NOT_SUPPORTED = "adaptive thinking is not supported on this model"
+"""Models before 4.6 refuse `{"type": "adaptive"}` with a 400 invalid_request_error (the
+adaptive-thinking page above); the wording of that error is not on public record."""
+_EFFORT_NOT_SUPPORTED = "output_config.effort: 'xhigh' is not supported on this model"
+"""Claude 4.6 takes low, medium, high and max; the wording is not on public record."""
+_SAMPLING_DEPRECATED = "`{name}` is deprecated for this model."
+"""Comfy-Org/ComfyUI#13923 (claude-opus-4-7, invalid_request_error)."""
+_TEMPERATURE_WITH_THINKING = (
+    "`temperature` may only be set to 1 when thinking is enabled. Please consult our "
+    "documentation at https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking"
+    "#important-considerations-when-using-extended-thinking"
+)
+"""MartialBE/one-hub#529."""
+
+
+def thinking_type(body: dict[str, Any]) -> str | None:
     thinking = body.get("thinking")
-    return isinstance(thinking, dict) and thinking.get("type") == "enabled"
+    return str(thinking.get("type")) if isinstance(thinking, dict) else None
+
+
+def thinking_enabled(body: dict[str, Any]) -> bool:
+    """Thinking is on: `enabled` with a budget, or `adaptive` (the fake always thinks then)."""
+    return thinking_type(body) in ("enabled", "adaptive")
+
+
+def thinking_shown(body: dict[str, Any]) -> bool:
+    """The thinking text is streamed: display `summarized`, or the model's default, which is
+    `omitted` from Claude 4.7 on (the block then carries only its signature)."""
+    display = body["thinking"].get("display") if thinking_enabled(body) else None
+    if display is not None:
+        return bool(display == "summarized")
+    return claude_version(str(body.get("model", ""))) < ADAPTIVE_ONLY_FROM
+
+
+def anthropic_generation(body: dict[str, Any]) -> Rejection | None:
+    """What the model's generation refuses: prefill (4.6+), `enabled` thinking (4.7+),
+    adaptive thinking (before 4.6), the `xhigh` effort (before 4.7), sampling parameters
+    (4.7+), and a temperature other than 1 with thinking on (every model)."""
+    version = claude_version(str(body.get("model", "")))
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    if version >= PREFILL_FROM and messages and messages[-1].get("role") == "assistant":
+        return Rejection(400, PREFILL_REJECTED)
+    kind = thinking_type(body)
+    if kind == "enabled" and version >= ADAPTIVE_ONLY_FROM:
+        return Rejection(400, _ENABLED_NOT_SUPPORTED)
+    if kind == "adaptive" and version < ADAPTIVE_FROM:
+        return Rejection(400, _ADAPTIVE_NOT_SUPPORTED)
+    output_config = body.get("output_config")
+    effort = output_config.get("effort") if isinstance(output_config, dict) else None
+    if effort == "xhigh" and version < XHIGH_FROM:
+        return Rejection(400, _EFFORT_NOT_SUPPORTED)
+    for name in ("temperature", "top_p", "top_k"):
+        if name in body and version >= ADAPTIVE_ONLY_FROM:
+            return Rejection(400, _SAMPLING_DEPRECATED.format(name=name))
+    if thinking_enabled(body) and body.get("temperature", 1) != 1:
+        return Rejection(400, _TEMPERATURE_WITH_THINKING)
+    return None
 
 
 def anthropic_thinking_config(body: dict[str, Any]) -> Rejection | None:
     """`thinking: {type: "enabled", budget_tokens}`: at least 1024 and below `max_tokens`."""
-    if not thinking_enabled(body):
+    if thinking_type(body) != "enabled":
         return None
     budget = body["thinking"].get("budget_tokens")
     if not isinstance(budget, int) or budget < 1024:
