@@ -15,13 +15,16 @@ rules do not know that answers a prefill with a 400 is continued by instruction 
 
 **Thinking.** `ThinkingOptions.budget_tokens` sends `{"type": "enabled", "budget_tokens": N}`;
 `effort` sends `{"type": "adaptive"}` with `output_config.effort`; `display` is sent when the
-agent sets it. The thinking streams as `ReasoningDelta`s.
+agent sets it. The thinking streams as `ReasoningDelta`s, its signature as `ReasoningSigned`.
 
 With thinking on, the API also requires the assistant message before a tool result to start
 with its signed thinking block, passed back unmodified
-(https://platform.claude.com/docs/build-with-claude/thinking-tool-workflows). Perdure does not
-keep thinking signatures yet, so a request that continues a tool-use loop is sent without
-`thinking`, as the API's own error advises ("To avoid this requirement, disable `thinking`").
+(https://platform.claude.com/docs/build-with-claude/thinking-tool-workflows). Each thinking
+block's signature (or a `redacted_thinking` block's data) is kept with the step's reasoning
+part (`providerMetadata.anthropic`, as the AI SDK keeps it) and passed back, so a tool loop goes
+on with thinking. Only an assistant message without one (streamed with thinking off, or stored
+before signatures were kept) makes its tool loop go on without `thinking`, as the API's own
+error advises ("To avoid this requirement, disable `thinking`").
 """
 
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -41,7 +44,11 @@ from anthropic.types import (
     RawMessageStartEvent,
     RawMessageStopEvent,
     RawMessageStreamEvent,
+    RedactedThinkingBlock,
+    RedactedThinkingBlockParam,
+    SignatureDelta,
     TextBlockParam,
+    ThinkingBlockParam,
     ThinkingConfigParam,
     ThinkingDelta,
     ToolParam,
@@ -66,14 +73,22 @@ from perdure.domain.provider_events import (
     Finish,
     ProviderEvent,
     ReasoningDelta,
+    ReasoningSigned,
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
 )
 
-Block = TextBlockParam | ToolUseBlockParam | ToolResultBlockParam
+Block = (
+    TextBlockParam
+    | ToolUseBlockParam
+    | ToolResultBlockParam
+    | ThinkingBlockParam
+    | RedactedThinkingBlockParam
+)
 Role = Literal["user", "assistant"]
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
 
 _STOP: dict[str, FinishReason] = {
     "end_turn": "stop",
@@ -85,7 +100,19 @@ _STOP: dict[str, FinishReason] = {
 }
 
 
-def _blocks(item: UserItem | AssistantItem | ToolResultItem) -> list[Block]:
+def _thinking_blocks(item: AssistantItem) -> list[Block]:
+    blocks: list[Block] = []
+    for reasoning in item.reasoning:
+        if reasoning.redacted_data is not None:
+            blocks.append({"type": "redacted_thinking", "data": reasoning.redacted_data})
+        elif reasoning.signature is not None:
+            blocks.append(
+                {"type": "thinking", "thinking": reasoning.text, "signature": reasoning.signature}
+            )
+    return blocks
+
+
+def _blocks(item: UserItem | AssistantItem | ToolResultItem, thinking: bool) -> list[Block]:
     if isinstance(item, UserItem):
         return [{"type": "text", "text": item.text}] if item.text else []
     if isinstance(item, ToolResultItem):
@@ -97,7 +124,9 @@ def _blocks(item: UserItem | AssistantItem | ToolResultItem) -> list[Block]:
                 "is_error": item.is_error,
             }
         ]
-    blocks: list[Block] = [{"type": "text", "text": item.text}] if item.text else []
+    blocks = _thinking_blocks(item) if thinking else []
+    if item.text:
+        blocks.append({"type": "text", "text": item.text})
     blocks.extend(
         {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}
         for call in item.tool_calls
@@ -139,7 +168,8 @@ def anthropic_messages(request: ModelRequest, rules: ModelRules) -> list[Message
             turns.append((role, list(blocks)))
 
     for item in request.conversation:
-        add("assistant" if isinstance(item, AssistantItem) else "user", _blocks(item))
+        role: Role = "assistant" if isinstance(item, AssistantItem) else "user"
+        add(role, _blocks(item, request.thinking.on))
     if continues_by_instruction(request, rules):
         add("assistant", [{"type": "text", "text": request.prefill or ""}])
         add("user", [{"type": "text", "text": CONTINUE_INSTRUCTION}])
@@ -148,23 +178,29 @@ def anthropic_messages(request: ModelRequest, rules: ModelRules) -> list[Message
     return [_message(role, blocks) for role, blocks in turns]
 
 
-def _continues_tool_loop(messages: list[MessageParam]) -> bool:
-    """The request ends with tool results: it continues an assistant turn's tool-use loop."""
-    if not messages or messages[-1]["role"] != "user":
+def _unsigned_tool_loop(messages: list[MessageParam]) -> bool:
+    """The request ends with tool results answering an assistant message that does not start
+    with its signed thinking (one streamed without thinking, or before signatures were kept)."""
+    if len(messages) < 2 or messages[-1]["role"] != "user":
         return False
     content = messages[-1]["content"]
-    return not isinstance(content, str) and any(
+    if isinstance(content, str) or not any(
         isinstance(block, dict) and block.get("type") == "tool_result" for block in content
-    )
+    ):
+        return False
+    answered = messages[-2]["content"]
+    first = None if isinstance(answered, str) else next(iter(answered), None)
+    return not (isinstance(first, dict) and first.get("type") in THINKING_BLOCKS)
 
 
 def anthropic_thinking(
     request: ModelRequest, messages: list[MessageParam]
 ) -> ThinkingConfigParam | None:
     """`thinking` for this request: enabled with the budget, or adaptive, except when the
-    request continues a tool-use loop (whose signed thinking blocks Perdure cannot pass back)."""
+    request continues a tool-use loop whose assistant message has no signed thinking to pass
+    back (the API would refuse it)."""
     options = request.thinking
-    if not options.on or _continues_tool_loop(messages):
+    if not options.on or _unsigned_tool_loop(messages):
         return None
     config: ThinkingConfigParam
     if options.budget_tokens is not None:
@@ -234,6 +270,8 @@ class _Reader:
             if isinstance(block, ToolUseBlock):
                 self.tools[event.index] = _ToolUse(id=block.id, name=block.name)
                 return [*self.flush(), ToolCallStart(id=block.id, name=block.name)]
+            if isinstance(block, RedactedThinkingBlock):
+                return [ReasoningSigned(redacted_data=block.data)]
         elif isinstance(event, RawContentBlockDeltaEvent):
             return self._delta(event)
         elif isinstance(event, RawContentBlockStopEvent):
@@ -255,6 +293,8 @@ class _Reader:
             return [TextDelta(text=text)] if text else []
         if isinstance(delta, ThinkingDelta):
             return [ReasoningDelta(text=delta.thinking)] if delta.thinking else []
+        if isinstance(delta, SignatureDelta):
+            return [ReasoningSigned(signature=delta.signature)]
         if isinstance(delta, InputJSONDelta):
             tool = self.tools.get(event.index)
             if tool is not None and delta.partial_json:

@@ -22,8 +22,19 @@ class UserItem(BaseModel):
     text: str
 
 
+class SignedReasoning(BaseModel):
+    """A reasoning block as the provider signed it (Anthropic `thinking` with its `signature`,
+    or `redacted_thinking` with its `data`): passed back unmodified in tool loops."""
+
+    text: str = ""
+    signature: str | None = None
+    redacted_data: str | None = None
+
+
 class AssistantItem(BaseModel):
     role: Literal["assistant"] = "assistant"
+    reasoning: list[SignedReasoning] = Field(default_factory=list)
+    """The step's signed reasoning, which comes before its text and tool calls."""
     text: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
 
@@ -65,6 +76,21 @@ def _denial_text(part: dict[str, Any]) -> str:
     return "The tool call was not run: it was denied."
 
 
+def _signed(part: dict[str, Any]) -> SignedReasoning | None:
+    metadata = part.get("providerMetadata")
+    signed = metadata.get("anthropic") if isinstance(metadata, dict) else None
+    if not isinstance(signed, dict):
+        return None
+    signature, redacted = signed.get("signature"), signed.get("redactedData")
+    if not isinstance(signature, str) and not isinstance(redacted, str):
+        return None
+    return SignedReasoning(
+        text=str(part.get("text", "")),
+        signature=signature if isinstance(signature, str) else None,
+        redacted_data=redacted if isinstance(redacted, str) else None,
+    )
+
+
 def _assistant_items(message: UIMessage) -> list[ConversationItem]:
     """One assistant item per step, each followed by the results of its tool calls."""
     items: list[ConversationItem] = []
@@ -87,6 +113,10 @@ def _assistant_items(message: UIMessage) -> list[ConversationItem]:
             current, results = AssistantItem(), []
         elif part_type == "text":
             current.text += str(part.get("text", ""))
+        elif part_type == "reasoning":
+            signed = _signed(part)
+            if signed is not None:
+                current.reasoning.append(signed)
         elif part_type.startswith("tool-") or part_type == "dynamic-tool":
             state = part.get("state")
             if state in ("input-streaming", None):

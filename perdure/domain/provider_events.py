@@ -15,6 +15,16 @@ class ReasoningDelta(BaseModel):
     text: str
 
 
+class ReasoningSigned(BaseModel):
+    """The reasoning block ends, signed by the provider (Anthropic's thinking `signature`), or
+    arrives whole and encrypted (`redacted_data`, a `redacted_thinking` block): the API needs
+    it back, unmodified, when a tool loop goes on with thinking."""
+
+    kind: Literal["reasoning_signed"] = "reasoning_signed"
+    signature: str | None = None
+    redacted_data: str | None = None
+
+
 class ToolCallStart(BaseModel):
     kind: Literal["tool_call_start"] = "tool_call_start"
     id: str
@@ -52,6 +62,7 @@ class Finish(BaseModel):
 ProviderEvent = (
     TextDelta
     | ReasoningDelta
+    | ReasoningSigned
     | ToolCallStart
     | ToolCallDelta
     | ToolCallEnd

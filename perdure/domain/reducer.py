@@ -112,6 +112,8 @@ class _Reducer:
             closed = self._open.pop((kind.removesuffix("-end"), str(chunk["id"])), None)
             if closed is not None:
                 closed["state"] = "done"
+                if chunk.get("providerMetadata"):  # a reasoning part's signature arrives last
+                    closed["providerMetadata"] = chunk["providerMetadata"]
         elif kind == "tool-input-start":
             self._tool(chunk)
             self._tool_input_text[str(chunk["toolCallId"])] = ""

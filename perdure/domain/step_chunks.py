@@ -4,6 +4,7 @@ from perdure.domain.provider_events import (
     Finish,
     ProviderEvent,
     ReasoningDelta,
+    ReasoningSigned,
     ResponseCursor,
     TextDelta,
     ToolCallDelta,
@@ -66,6 +67,8 @@ class StepChunker:
                 out.append({"type": "reasoning-start", "id": self._reasoning_id})
             out.append({"type": "reasoning-delta", "id": self._reasoning_id, "delta": event.text})
             return out
+        if isinstance(event, ReasoningSigned):
+            return self._signed(event)
         if isinstance(event, ToolCallStart):
             self._continuing = False
             out = self._close_text() + self._close_reasoning()
@@ -106,6 +109,27 @@ class StepChunker:
         if isinstance(event, ResponseCursor):
             return []
         raise TypeError(f"unexpected provider event {event!r}")
+
+    def _signed(self, event: ReasoningSigned) -> list[Chunk]:
+        """Close the reasoning part with its signature (opening an empty one when the provider
+        sent none of its text: an omitted display, or a redacted block)."""
+        if self._continuing:
+            return []
+        metadata: dict[str, str] = {}
+        if event.signature is not None:
+            metadata["signature"] = event.signature
+        if event.redacted_data is not None:
+            metadata["redactedData"] = event.redacted_data
+        out = self._close_text()
+        if self._reasoning_id is None or event.redacted_data is not None:
+            out += self._close_reasoning()
+            self._reasoning_id = self._new_id("r")
+            out.append({"type": "reasoning-start", "id": self._reasoning_id})
+        closed, self._reasoning_id = self._reasoning_id, None
+        out.append(
+            {"type": "reasoning-end", "id": closed, "providerMetadata": {"anthropic": metadata}}
+        )
+        return out
 
     def close(self) -> list[Chunk]:
         """Chunks that end every part still open (also used when an attempt is cut short)."""

@@ -478,3 +478,27 @@ async def test_a_recovery_boot_plans_history_holds_for_every_later_step_of_the_t
     assert [agents.BOOT_NOTE in str(r.body) for r in requests] == [False] + [True] * (
         len(requests) - 1
     )
+
+
+@pytest.mark.parametrize("agent", ["thinking-4-7", "thinking"])
+async def test_a_thinking_turn_keeps_its_thinking_through_two_tool_calls(
+    http: httpx.AsyncClient, fake_provider, agent: str
+) -> None:
+    session = new_session()
+    text = unique('@tool wait {"seconds": 0}\n@tool wait {"seconds": 0}')
+
+    streamed = await send(http, session, text, agent=agent)
+
+    assert streamed.text().endswith("Tool wait returned: waited 0.0 s")
+    requests = fake_provider.requests_for(text)
+    assert [r.status for r in requests] == [200, 200, 200]
+    for request in requests:
+        assert request.body["thinking"]["type"] in ("adaptive", "enabled")
+    for later in requests[1:]:  # each tool loop passes the signed thinking back, first
+        assistant = [m for m in later.body["messages"] if m["role"] == "assistant"]
+        assert all(m["content"][0]["type"] == "thinking" for m in assistant)
+        assert all(m["content"][0]["signature"] for m in assistant)
+    answer = await stored_answer(http, session)
+    reasoning = [p for p in answer["parts"] if p["type"] == "reasoning"]
+    assert len(reasoning) == 3
+    assert all(p["providerMetadata"]["anthropic"]["signature"] for p in reasoning)

@@ -2,6 +2,7 @@
 
 from perdure.domain.conversation import (
     AssistantItem,
+    SignedReasoning,
     ToolCall,
     ToolResultItem,
     UserItem,
@@ -88,3 +89,30 @@ def test_an_interrupted_step_is_continued_from_its_text() -> None:
     assert state.prefill == "1 2 3"
     assert state.open_text_id == "s1-t1"
     assert [p["type"] for p in state.prior_parts] == ["step-start", "tool-x"]
+
+
+def test_signed_reasoning_goes_with_its_step_and_unsigned_reasoning_does_not() -> None:
+    signed = {"anthropic": {"signature": "sig_1"}}
+    assistant = message(
+        "assistant",
+        [
+            {"type": "step-start"},
+            {"type": "reasoning", "text": "Look it up.", "providerMetadata": signed},
+            {
+                "type": "tool-lookup",
+                "toolCallId": "c1",
+                "state": "output-available",
+                "input": {},
+                "output": "x",
+            },
+            {"type": "step-start"},
+            {"type": "reasoning", "text": "cut off before its signature"},
+            {"type": "text", "text": "Found x."},
+        ],
+    )
+
+    first, _, last = to_conversation([assistant])
+
+    assert isinstance(first, AssistantItem) and isinstance(last, AssistantItem)
+    assert first.reasoning == [SignedReasoning(text="Look it up.", signature="sig_1")]
+    assert last.reasoning == []

@@ -899,3 +899,31 @@ async def test_claude_4_6_shows_its_adaptive_thinking_by_default(
     text, _ = await thinking_of(fake_provider, "claude-sonnet-4-6", {"type": "adaptive"})
 
     assert text == THINKING
+
+
+async def test_a_thinking_block_passed_back_must_be_exactly_as_signed(
+    fake_provider: FakeProvider,
+) -> None:
+    from perdure.testing.fakeprovider.rules import sign_thinking
+
+    def history(thinking: str, signature: str) -> Any:
+        return [
+            {"role": "user", "content": "@count 2"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": thinking, "signature": signature},
+                    {"type": "text", "text": "1 2"},
+                ],
+            },
+            {"role": "user", "content": "@count 3"},
+        ]
+
+    signed = sign_thinking(THINKING)
+    accepted = await anthropic_text(fake_provider, history(THINKING, signed))
+    edited = await anthropic_error(
+        fake_provider, "claude-haiku-4-5", messages=history(THINKING + " ", signed)
+    )
+
+    assert accepted == "1 2 3"
+    assert edited == "messages.1.content.0: Invalid `signature` in `thinking` block"

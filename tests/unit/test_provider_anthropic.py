@@ -332,3 +332,36 @@ async def test_adaptive_thinking_sends_the_effort_and_the_display(
     assert sent.body["thinking"] == {"type": "adaptive", "display": "summarized"}
     assert sent.body["output_config"] == {"effort": "xhigh"}
     assert "temperature" not in sent.body
+
+
+async def test_a_tool_loop_goes_on_with_thinking_when_its_signed_thinking_is_passed_back(
+    fake_provider_config: ProviderConfig, fake_provider: FakeProvider
+) -> None:
+    from perdure.domain.conversation import SignedReasoning
+    from perdure.testing.fakeprovider.rules import sign_thinking
+
+    provider = AnthropicMessagesProvider("claude-opus-4-7", config=fake_provider_config)
+    text = f"@count 2 {tag()}"
+    signed = SignedReasoning(text="", signature=sign_thinking(""))
+    conversation = [
+        UserItem(text=text),
+        AssistantItem(reasoning=[signed], tool_calls=[ToolCall(id="t1", name="search")]),
+        ToolResultItem(tool_call_id="t1", tool_name="search", output="found"),
+    ]
+    request = ModelRequest(
+        model="claude-opus-4-7",
+        conversation=conversation,
+        tools=[SEARCH],
+        thinking=ThinkingOptions(effort="low"),
+    )
+
+    events = await collect(provider, request)
+
+    assert isinstance(events[-1], Finish)
+    (sent,) = fake_provider.requests_for(text)
+    assert sent.body["thinking"] == {"type": "adaptive"}
+    assert sent.body["messages"][1]["content"][0] == {
+        "type": "thinking",
+        "thinking": "",
+        "signature": sign_thinking(""),
+    }

@@ -3,6 +3,7 @@
 from perdure.domain.provider_events import (
     Finish,
     ReasoningDelta,
+    ReasoningSigned,
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
@@ -78,3 +79,37 @@ def test_reasoning_after_a_continuations_text_is_logged() -> None:
     chunks = chunker.feed(ReasoningDelta(text="Now a tool."))
 
     assert [c["type"] for c in chunks] == ["text-end", "reasoning-start", "reasoning-delta"]
+
+
+def test_a_signed_reasoning_part_ends_with_its_signature() -> None:
+    chunker = StepChunker(1)
+
+    chunks = chunker.feed(ReasoningDelta(text="Hmm.")) + chunker.feed(
+        ReasoningSigned(signature="sig_1")
+    )
+
+    assert chunks[-1] == {
+        "type": "reasoning-end",
+        "id": "s1a1-r1",
+        "providerMetadata": {"anthropic": {"signature": "sig_1"}},
+    }
+
+
+def test_an_omitted_thinking_is_kept_as_an_empty_signed_reasoning_part() -> None:
+    chunker = StepChunker(1)
+
+    chunks = chunker.feed(ReasoningSigned(signature="sig_1")) + chunker.feed(TextDelta(text="Hi"))
+
+    assert [c["type"] for c in chunks] == [
+        "reasoning-start",
+        "reasoning-end",
+        "text-start",
+        "text-delta",
+    ]
+    assert chunks[1]["providerMetadata"] == {"anthropic": {"signature": "sig_1"}}
+
+
+def test_a_redacted_thinking_block_is_kept_with_its_data() -> None:
+    chunks = StepChunker(1).feed(ReasoningSigned(redacted_data="opaque"))
+
+    assert chunks[-1]["providerMetadata"] == {"anthropic": {"redactedData": "opaque"}}

@@ -96,7 +96,8 @@ def message_frames(
     frames.append(Frame(_event({"type": "ping"})))
     index = 0
     if thinking:
-        frames += _thinking_frames(signature=f"sig_{uuid.uuid4().hex}", shown=shown)
+        signature = rules.sign_thinking(THINKING if shown else "")
+        frames += _thinking_frames(signature=signature, shown=shown)
         index = 1
     if plan.text_chunks or not plan.tool_calls:
         block = {"type": "text", "text": ""}
@@ -157,6 +158,7 @@ class AnthropicRoutes:
             verdict = rules.first_violation(
                 body,
                 rules.anthropic_generation,
+                rules.anthropic_signatures,
                 rules.anthropic_thinking_config,
                 rules.anthropic_tool_pairs,
                 rules.anthropic_thinking_blocks,

@@ -6,7 +6,10 @@ public issue threads that show the raw error body; the source is cited with each
 function returns the `Rejection` for the first rule a request breaks, or None.
 """
 
+import hashlib
+import hmac
 import re
+import secrets
 from typing import Any
 
 from openai.types.chat import completion_create_params
@@ -330,6 +333,40 @@ def anthropic_thinking_blocks(body: dict[str, Any]) -> Rejection | None:
     types = _types(messages[index])
     if types and types[0] not in ("thinking", "redacted_thinking"):
         return Rejection(400, _THINKING_FIRST.format(index=index, found=types[0]))
+    return None
+
+
+_SIGNING_KEY = secrets.token_bytes(32)
+"""This fake's own key: a signature it did not issue for exactly that thinking is refused."""
+_INVALID_SIGNATURE = "messages.{index}.content.{block}: Invalid `signature` in `{kind}` block"
+"""anthropics/claude-code#10627, #42373. The check fails "when a `thinking`/`redacted_thinking`
+block reaching the API differs in any way from what was originally returned (edited or
+re-serialized `thinking`/`signature` text, blocks reordered or merged …)" and it applies to
+past turns' blocks too: "Anthropic ignores past-turn thinking for generation but still
+validates the signatures" (anthropics/anthropic-sdk-python#1598, openclaw/openclaw#99382)."""
+
+
+def sign_thinking(thinking: str) -> str:
+    """The signature this fake gives a thinking block (an HMAC of its exact text)."""
+    digest = hmac.new(_SIGNING_KEY, thinking.encode(), hashlib.sha256).hexdigest()
+    return f"sig_{digest}"
+
+
+def anthropic_signatures(body: dict[str, Any]) -> Rejection | None:
+    """Every `thinking` block passed back must carry the signature issued for its exact text;
+    this fake issues no `redacted_thinking`, so any such block is one it never returned."""
+    messages: list[dict[str, Any]] = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        for position, block in enumerate(_blocks(message)):
+            kind = block.get("type")
+            valid = kind == "thinking" and hmac.compare_digest(
+                str(block.get("signature", "")), sign_thinking(str(block.get("thinking", "")))
+            )
+            if kind in ("thinking", "redacted_thinking") and not valid:
+                text = _INVALID_SIGNATURE.format(index=index, block=position, kind=kind)
+                return Rejection(400, text)
     return None
 
 
