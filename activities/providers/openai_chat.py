@@ -255,6 +255,8 @@ class OpenAIChatProvider:
             body["tools"] = tools
         if request.max_output_tokens is not None:
             body["max_completion_tokens"] = request.max_output_tokens
+        if request.thinking.effort is not None:  # checked against the model at worker start
+            body["reasoning_effort"] = request.thinking.effort
         if continuing and self.mode == "vllm":
             body.update(VLLM_CONTINUE)
         # The client's own `post` (documented for requests the typed methods do not cover):

@@ -41,6 +41,7 @@ from openai.types.responses import (
     ResponseStreamEvent,
     ResponseTextDeltaEvent,
 )
+from openai.types.shared_params import Reasoning
 
 from activities.providers.base import ModelRequest, ProviderError
 from activities.providers.clients import openai_client
@@ -225,6 +226,18 @@ class _Reader:
         return ResponseCursor(response_id=self.response_id, sequence_number=event.sequence_number)
 
 
+def response_reasoning(request: ModelRequest) -> Reasoning | None:
+    """`reasoning`: the effort, and summaries when the agent wants its reasoning shown (the
+    API streams none unless asked)."""
+    options = request.thinking
+    if options.effort is None:
+        return None
+    reasoning: Reasoning = {"effort": options.effort}
+    if options.display == "summarized":
+        reasoning["summary"] = "auto"
+    return reasoning
+
+
 class OpenAIResponsesProvider:
     """Background-mode Responses streaming that can re-attach after a lost connection."""
 
@@ -281,6 +294,7 @@ class OpenAIResponsesProvider:
                 instructions=request.system or omit,
                 tools=tools or omit,
                 max_output_tokens=request.max_output_tokens,
+                reasoning=response_reasoning(request) or omit,
                 background=True,
                 store=True,
                 stream=True,

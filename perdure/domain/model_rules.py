@@ -37,10 +37,25 @@ Anthropic (Messages API), by Claude version:
 Perdure sends no sampling parameters to any provider (the Anthropic SDK it uses no longer has
 them), so an agent has none to set; the fake provider refuses them as each generation does.
 
-OpenAI: the Chat Completions and Responses adapters send neither sampling parameters nor
-reasoning options, and `max_completion_tokens` / `max_output_tokens`, which every current model
-accepts; an agent's thinking options are refused for them (Perdure's OpenAI adapters do not
-send reasoning options yet).
+OpenAI (Chat Completions `reasoning_effort`, Responses `reasoning.effort`), by model:
+
+- **no reasoning** (`gpt-4.1…`, `gpt-4o…`, `gpt-3.5…`): an effort is a 400 ("Unsupported
+  parameter: 'reasoning.effort' is not supported with this model.", code
+  `unsupported_parameter`, BoundaryML/baml#2708; `reasoning_effort` on Chat Completions,
+  mozilla-ai/any-llm#270).
+- **o-series** (`o1`, `o3`, `o4-mini`): `low`, `medium`, `high`.
+- **gpt-5** (`gpt-5`, `gpt-5-mini`, `gpt-5-nano`): `minimal`, `low`, `medium`, `high`
+  (Kilo-Org/cloud#3807 quotes the 400 listing them).
+- **gpt-5.1**: `none`, `low`, `medium`, `high` ("Supported values are: 'none', 'low', 'medium',
+  and 'high'.", code `unsupported_value`, livekit/agents#3966).
+- **gpt-5.2 and later**, and ids without a version: also `xhigh` (OpenAI's reasoning guide,
+  platform.openai.com/docs/guides/reasoning, as summarized in erode-app/erode#170).
+
+Perdure speaks `low`, `medium`, `high`, `xhigh` and `max`; OpenAI has no `max`. Reasoning
+summaries are a Responses feature (`reasoning.summary`), off unless asked for: a
+`thinking_display` of `summarized` asks for them on `openai-responses:`; Chat Completions has no
+such setting. Both adapters send `max_completion_tokens` / `max_output_tokens`, which every
+current model accepts.
 """
 
 import re
@@ -52,8 +67,26 @@ Effort = Literal["low", "medium", "high", "xhigh", "max"]
 EFFORTS: tuple[Effort, ...] = ("low", "medium", "high", "xhigh", "max")
 Display = Literal["summarized", "omitted"]
 DISPLAYS: tuple[Display, ...] = ("summarized", "omitted")
-Family = Literal["claude-4.5", "claude-4.6", "claude-4.7", "openai"]
-FAMILIES: tuple[Family, ...] = ("claude-4.5", "claude-4.6", "claude-4.7", "openai")
+Family = Literal[
+    "claude-4.5",
+    "claude-4.6",
+    "claude-4.7",
+    "openai",
+    "openai-o",
+    "openai-gpt-5",
+    "openai-gpt-5.1",
+    "openai-gpt-5.2",
+]
+FAMILIES: tuple[Family, ...] = (
+    "claude-4.5",
+    "claude-4.6",
+    "claude-4.7",
+    "openai",
+    "openai-o",
+    "openai-gpt-5",
+    "openai-gpt-5.1",
+    "openai-gpt-5.2",
+)
 MIN_THINKING_BUDGET = 1024
 
 
@@ -104,14 +137,33 @@ CLAUDE_4_7 = ModelRules(
     default_display="omitted",
 )
 OPENAI = ModelRules(
-    family="openai",
+    family="openai", prefill=False, budget_thinking=False, efforts=(), default_display=None
+)
+"""OpenAI models without reasoning (`gpt-4.1`, `gpt-4o`)."""
+OPENAI_O = ModelRules(
+    family="openai-o",
     prefill=False,
     budget_thinking=False,
-    efforts=(),
-    default_display=None,
+    efforts=("low", "medium", "high"),
+    default_display="omitted",
+)
+OPENAI_GPT_5 = OPENAI_O.model_copy(update={"family": "openai-gpt-5"})
+OPENAI_GPT_5_1 = OPENAI_O.model_copy(update={"family": "openai-gpt-5.1"})
+OPENAI_GPT_5_2 = OPENAI_O.model_copy(
+    update={"family": "openai-gpt-5.2", "efforts": ("low", "medium", "high", "xhigh")}
 )
 RULES: dict[Family, ModelRules] = {
-    rules.family: rules for rules in (CLAUDE_4_5, CLAUDE_4_6, CLAUDE_4_7, OPENAI)
+    rules.family: rules
+    for rules in (
+        CLAUDE_4_5,
+        CLAUDE_4_6,
+        CLAUDE_4_7,
+        OPENAI,
+        OPENAI_O,
+        OPENAI_GPT_5,
+        OPENAI_GPT_5_1,
+        OPENAI_GPT_5_2,
+    )
 }
 
 _CLAUDE_VERSION = re.compile(
@@ -137,6 +189,30 @@ def claude_rules(model: str, families: dict[str, Family] | None = None) -> Model
     return CLAUDE_4_7
 
 
+_GPT_VERSION = re.compile(r"^gpt-(?P<major>\d+)(?:\.(?P<minor>\d+))?")
+_O_SERIES = re.compile(r"^o\d+(?:-|$)")
+
+
+def openai_rules(model: str, families: dict[str, Family] | None = None) -> ModelRules:
+    """The rules of an OpenAI model id; an id without a version, or a newer one, is current."""
+    named = (families or {}).get(model)
+    if named is not None:
+        return RULES[named]
+    if _O_SERIES.match(model):
+        return OPENAI_O
+    match = _GPT_VERSION.match(model)
+    if match is None:
+        return OPENAI_GPT_5_2
+    version = (int(match["major"]), int(match["minor"] or 0))
+    if version < (5, 0):
+        return OPENAI
+    if version == (5, 0):
+        return OPENAI_GPT_5
+    if version == (5, 1):
+        return OPENAI_GPT_5_1
+    return OPENAI_GPT_5_2
+
+
 def parse_families(text: str) -> dict[str, Family]:
     """`PERDURE_MODEL_FAMILIES`: `model-id=family,…`; ValueError naming a bad entry."""
     families: dict[str, Family] = {}
@@ -157,9 +233,10 @@ def rules_for(spec: str, families: dict[str, Family] | None = None) -> ModelRule
     model = model.strip()
     if prefix == "anthropic":
         return claude_rules(model, families)
-    if prefix in ("openai", "openai-responses"):
-        named = (families or {}).get(model)
-        return RULES[named] if named is not None else OPENAI
+    if prefix == "openai-responses":
+        return openai_rules(model, families)
+    if prefix == "openai":  # Chat Completions has no reasoning summaries: no display setting
+        return openai_rules(model, families).model_copy(update={"default_display": None})
     return None
 
 
@@ -194,5 +271,5 @@ def refusals(rules: ModelRules, thinking: ThinkingOptions, max_output_tokens: in
         if not thinking.on:
             problems.append("thinking_display needs thinking (a budget or an effort)")
         elif rules.default_display is None:
-            problems.append(f"thinking_display is not accepted by {family} models")
+            problems.append(f"thinking_display is not accepted by {family} models through this API")
     return problems

@@ -927,3 +927,36 @@ async def test_a_thinking_block_passed_back_must_be_exactly_as_signed(
 
     assert accepted == "1 2 3"
     assert edited == "messages.1.content.0: Invalid `signature` in `thinking` block"
+
+
+# -- OpenAI reasoning, by model id --------------------------------------------------------------
+
+
+async def test_an_openai_model_without_reasoning_refuses_an_effort(
+    fake_provider: FakeProvider,
+) -> None:
+    client = openai.AsyncOpenAI(api_key="k", base_url=fake_provider.openai_base_url, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client.responses.create(
+            model="gpt-4.1-mini", input="@count 2", reasoning={"effort": "low"}, stream=True
+        )
+
+    assert caught.value.code == "unsupported_parameter"
+    assert caught.value.param == "reasoning.effort"
+    assert "'reasoning.effort' is not supported with this model" in caught.value.message
+
+
+async def test_an_openai_reasoning_model_refuses_an_effort_it_does_not_take(
+    fake_provider: FakeProvider,
+) -> None:
+    client = openai.AsyncOpenAI(api_key="k", base_url=fake_provider.openai_base_url, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client.chat.completions.create(
+            model="gpt-5.1",
+            messages=[{"role": "user", "content": "@count 2"}],
+            reasoning_effort="xhigh",
+            stream=True,
+        )
+
+    assert caught.value.code == "unsupported_value"
+    assert "Supported values are: 'none', 'low', 'medium', and 'high'." in caught.value.message

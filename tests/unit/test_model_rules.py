@@ -129,3 +129,53 @@ def test_an_agent_without_a_model_is_checked_against_the_default_model() -> None
     agents.check_models("anthropic:claude-sonnet-4-6", {})  # accepted
     with pytest.raises(ValueError, match="on anthropic:claude-haiku-4-5"):
         agents.check_models("anthropic:claude-haiku-4-5", {})
+
+
+@pytest.mark.parametrize(
+    ("model", "family"),
+    [
+        ("gpt-4.1-mini", "openai"),
+        ("gpt-4o", "openai"),
+        ("o3", "openai-o"),
+        ("o4-mini", "openai-o"),
+        ("gpt-5", "openai-gpt-5"),
+        ("gpt-5-mini", "openai-gpt-5"),
+        ("gpt-5.1", "openai-gpt-5.1"),
+        ("gpt-5.2", "openai-gpt-5.2"),
+        ("gpt-5.5-pro", "openai-gpt-5.2"),
+        ("gpt-fake", "openai-gpt-5.2"),
+    ],
+)
+def test_an_openai_model_id_gets_its_reasoning_rules(model: str, family: str) -> None:
+    rules = rules_for(f"openai-responses:{model}")
+
+    assert rules is not None and rules.family == family
+
+
+def test_an_effort_is_refused_on_an_openai_model_without_reasoning() -> None:
+    rules = rules_for("openai:gpt-4.1-mini")
+    assert rules is not None
+
+    assert refusals(rules, ThinkingOptions(effort="low"), 4096) == [
+        "thinking_effort is not accepted by openai models"
+    ]
+
+
+def test_xhigh_is_refused_before_gpt_5_2() -> None:
+    rules = rules_for("openai:gpt-5")
+    assert rules is not None
+
+    (problem,) = refusals(rules, ThinkingOptions(effort="xhigh"), 4096)
+
+    assert "(they take low, medium, high)" in problem
+
+
+def test_a_reasoning_summary_is_a_responses_feature() -> None:
+    summarized = ThinkingOptions(effort="high", display="summarized")
+    responses, chat = rules_for("openai-responses:gpt-5.2"), rules_for("openai:gpt-5.2")
+    assert responses is not None and chat is not None
+
+    assert refusals(responses, summarized, 4096) == []
+    assert refusals(chat, summarized, 4096) == [
+        "thinking_display is not accepted by openai-gpt-5.2 models through this API"
+    ]

@@ -7,6 +7,7 @@ from activities.providers.config import ProviderConfig
 from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, Continuation
 from activities.providers.openai_chat import OpenAIChatProvider, ToolCallAccumulator, chat_messages
 from perdure.domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
+from perdure.domain.model_rules import ThinkingOptions
 from perdure.domain.provider_events import (
     Finish,
     TextDelta,
@@ -261,3 +262,15 @@ def test_invalid_tool_arguments_become_an_empty_object() -> None:
     calls = ToolCallAccumulator()
     calls.feed({"index": 0, "id": "c", "function": {"name": "f", "arguments": "{not json"}})
     assert calls.finish()[-1] == ToolCallEnd(id="c", name="f", arguments={})
+
+
+async def test_an_effort_is_sent_as_reasoning_effort(
+    provider: OpenAIChatProvider, fake_provider: FakeProvider
+) -> None:
+    text = f"@count 3 {tag()}"
+
+    events = await collect(provider, ask(text, thinking=ThinkingOptions(effort="high")))
+
+    assert text_of(events) == count_to(3)
+    (sent,) = fake_provider.requests_for(text)
+    assert sent.body["reasoning_effort"] == "high"

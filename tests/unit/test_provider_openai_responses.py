@@ -11,6 +11,7 @@ from activities.providers.config import ProviderConfig
 from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, INSTRUCTION, RESUME
 from activities.providers.openai_responses import OpenAIResponsesProvider, response_input
 from perdure.domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
+from perdure.domain.model_rules import ThinkingOptions
 from perdure.domain.provider_events import (
     Finish,
     ProviderEvent,
@@ -264,3 +265,16 @@ def test_conversation_becomes_input_items() -> None:
         {"type": "message", "role": "assistant", "content": "So"},
         {"type": "message", "role": "user", "content": CONTINUE_INSTRUCTION},
     ]
+
+
+async def test_an_effort_and_a_summarized_display_are_sent_as_reasoning(
+    provider: OpenAIResponsesProvider, fake_provider: FakeProvider
+) -> None:
+    text = f"@count 3 {tag()}"
+    thinking = ThinkingOptions(effort="xhigh", display="summarized")
+
+    events = await collect(provider, ask(text, thinking=thinking))
+
+    assert text_of(events) == count_to(3)
+    (sent,) = fake_provider.requests_for(text)
+    assert sent.body["reasoning"] == {"effort": "xhigh", "summary": "auto"}

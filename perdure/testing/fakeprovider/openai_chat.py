@@ -143,7 +143,10 @@ class ChatRoutes:
             return Rejection(400, "The fake provider only streams: set stream=true.")
         if flavour == "openai":
             return rules.first_violation(
-                body, rules.unrecognized_chat_arguments, rules.chat_tool_messages
+                body,
+                rules.unrecognized_chat_arguments,
+                rules.chat_reasoning_effort,
+                rules.chat_tool_messages,
             )
         if flavour == "vllm" and body.get("continue_final_message"):
             if body.get("add_generation_prompt", True):

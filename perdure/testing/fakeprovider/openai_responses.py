@@ -260,6 +260,7 @@ class ResponsesRoutes:
             verdict = rules.first_violation(
                 body,
                 rules.unknown_responses_parameter,
+                rules.responses_reasoning_effort,
                 rules.background_without_store,
                 rules.responses_function_call_outputs,
             ) or screen(self.state, transcript, directives, "responses")

@@ -89,6 +89,65 @@ def responses_function_call_outputs(body: dict[str, Any]) -> Rejection | None:
     return None
 
 
+_OPENAI_EFFORTS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
+    (re.compile(r"^o\d+(-|$)"), ("low", "medium", "high")),
+    (re.compile(r"^gpt-[1-4](\D|$)"), ()),
+    (re.compile(r"^gpt-5\.1(\D|$)"), ("none", "low", "medium", "high")),
+    (re.compile(r"^gpt-5\.\d"), ("none", "low", "medium", "high", "xhigh")),
+    (re.compile(r"^gpt-5(\D|$)"), ("minimal", "low", "medium", "high")),
+)
+"""The reasoning efforts each OpenAI model takes, by id (perdure/domain/model_rules.py cites the
+sources); any other id answers as today's models (`none` … `xhigh`)."""
+_CURRENT_EFFORTS = ("none", "low", "medium", "high", "xhigh")
+
+
+def _openai_efforts(model: str) -> tuple[str, ...]:
+    return next(
+        (efforts for pattern, efforts in _OPENAI_EFFORTS if pattern.match(model)),
+        (_CURRENT_EFFORTS),
+    )
+
+
+def _quoted(values: tuple[str, ...]) -> str:
+    quoted = [f"'{value}'" for value in values]
+    return ", ".join(quoted[:-1]) + f", and {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+
+
+def _effort_rejection(model: str, effort: object, param: str) -> Rejection | None:
+    """A model without reasoning refuses any effort: "Unsupported parameter: 'reasoning.effort'
+    is not supported with this model." (code `unsupported_parameter`, BoundaryML/baml#2708); a
+    reasoning model refuses an effort it does not know: "Unsupported value: 'reasoning_effort'
+    does not support null with this model. Supported values are: 'none', 'low', 'medium', and
+    'high'." (code `unsupported_value`, livekit/agents#3966)."""
+    efforts = _openai_efforts(model)
+    if not efforts:
+        message = f"Unsupported parameter: '{param}' is not supported with this model."
+        return Rejection(400, message, param=param, code="unsupported_parameter")
+    if effort not in efforts:
+        shown = "null" if effort is None else f"'{effort}'"
+        message = (
+            f"Unsupported value: '{param}' does not support {shown} with this model. "
+            f"Supported values are: {_quoted(efforts)}."
+        )
+        return Rejection(400, message, param=param, code="unsupported_value")
+    return None
+
+
+def chat_reasoning_effort(body: dict[str, Any]) -> Rejection | None:
+    if "reasoning_effort" not in body:
+        return None
+    return _effort_rejection(
+        str(body.get("model", "")), body["reasoning_effort"], "reasoning_effort"
+    )
+
+
+def responses_reasoning_effort(body: dict[str, Any]) -> Rejection | None:
+    reasoning = body.get("reasoning")
+    if not isinstance(reasoning, dict) or "effort" not in reasoning:
+        return None
+    return _effort_rejection(str(body.get("model", "")), reasoning["effort"], "reasoning.effort")
+
+
 _MISSING_TOOL_RESPONSES = (
     "An assistant message with 'tool_calls' must be followed by tool messages responding to "
     "each 'tool_call_id'. The following tool_call_ids did not have response messages: {ids}"
