@@ -35,6 +35,7 @@ from perdure.domain.names import MODEL_STEP_ACTIVITY
 from perdure.domain.payloads import ModelStepInput, ModelStepResult
 from perdure.domain.recovery_boot import dropped_step_chunks
 from perdure.domain.reducer import Reduction, reduce_chunks
+from perdure.domain.relay_protocol import stream_id_of
 from perdure.domain.step_chunks import StepChunker
 from perdure.domain.step_state import StepState, step_state
 from perdure.domain.turn_chunks import (
@@ -178,6 +179,7 @@ class ModelStepActivity:
                 cursor=submission.provider_cursor,
                 log_step=log_step,
             ),
+            stream_id=stream_id_of(step.assistant_message_id, log_step),
         )
         conversation = conversation_before(
             inputs.path,

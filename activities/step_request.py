@@ -59,6 +59,8 @@ class StepPlan:
     client_tools: dict[str, ClientTool]
     state: StepState
     resume: ResumeToken | None
+    stream_id: str
+    """The step's identity at the provider relay (`stream_id_of`): the same on every attempt."""
 
     @property
     def provider_model(self) -> str:
@@ -76,6 +78,7 @@ class StepPlan:
             # A re-attached response goes on by itself; otherwise the step's text so far.
             prefill=None if self.resume else self.state.prefill,
             resume=self.resume,
+            stream_id=self.stream_id,
             max_output_tokens=self.agent.max_output_tokens,
             thinking=self.agent.thinking(),
         )

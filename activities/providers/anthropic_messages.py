@@ -27,11 +27,12 @@ before signatures were kept) makes its tool loop go on without `thinking`, as th
 error advises ("To avoid this requirement, disable `thinking`").
 """
 
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from anthropic import omit
+from anthropic import APIConnectionError, AsyncStream, omit
 from anthropic.types import (
     AssistantMessageParam,
     InputJSONDelta,
@@ -65,7 +66,13 @@ from activities.providers.base import ModelRequest, ProviderError
 from activities.providers.clients import anthropic_client
 from activities.providers.common import FinishReason, parse_arguments, translate_errors
 from activities.providers.config import ProviderConfig
-from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, INSTRUCTION, Continuation
+from activities.providers.continuation_modes import (
+    CONTINUE_INSTRUCTION,
+    INSTRUCTION,
+    RELAY,
+    Continuation,
+)
+from activities.providers.relayed import RelayedStream, cancel_relayed, final_when_attaching
 from perdure.domain.conversation import AssistantItem, ToolResultItem, UserItem
 from perdure.domain.model_rules import ModelRules, claude_rules
 from perdure.domain.overlap import OverlapTrimmer
@@ -80,6 +87,7 @@ from perdure.domain.provider_events import (
     ToolCallStart,
 )
 
+log = logging.getLogger(__name__)
 Block = (
     TextBlockParam
     | ToolUseBlockParam
@@ -318,45 +326,66 @@ class _Reader:
 class AnthropicMessagesProvider:
     """Messages streaming; mid-stream `error` events surface as (retryable) ProviderErrors."""
 
-    supports_resume = False
-    supports_cancel = False
     continuation = PREFILL
 
     def __init__(self, model: str, *, config: ProviderConfig) -> None:
         self.model = model
         self.label = f"anthropic:{model}"
         self.config = config
+        # Through the provider relay, a step's stream outlives the worker (docs/relay.md).
+        self.supports_resume = self.supports_cancel = config.relay_url is not None
 
     def rules(self, request: ModelRequest) -> ModelRules:
         return claude_rules(request.model or self.model, self.config.model_families)
 
     def continuation_for(self, request: ModelRequest) -> Continuation:
+        if RelayedStream.of(request, self.config).attaching:
+            return RELAY
         return INSTRUCTION if continues_by_instruction(request, self.rules(request)) else PREFILL
 
     async def cancel(self, response_id: str) -> None:
-        """The Messages API keeps nothing server-side: nothing to cancel."""
+        """A relayed stream is stopped at the relay; the Messages API itself keeps nothing."""
+        await cancel_relayed(self.config, response_id)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
-        async for event in translate_errors(self.label, self._events(request)):
-            yield event
+        relayed = RelayedStream.of(request, self.config)
+        try:
+            async for event in translate_errors(self.label, self._events(request, relayed)):
+                yield event
+        except ProviderError as error:
+            raise final_when_attaching(relayed, error) from error
 
-    async def _events(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
-        client = anthropic_client(self.config)
+    async def _events(
+        self, request: ModelRequest, relayed: RelayedStream
+    ) -> AsyncGenerator[ProviderEvent, None]:
         rules = self.rules(request)
         tools = anthropic_tools(request)
         messages = anthropic_messages(request, rules)
         thinking = anthropic_thinking(request, messages)
         output_config = anthropic_output_config(request, thinking)
-        stream = await client.messages.create(
-            model=request.model or self.model,
-            max_tokens=request.max_output_tokens,
-            messages=messages,
-            system=request.system or omit,
-            tools=tools or omit,
-            thinking=thinking if thinking is not None else omit,
-            output_config=output_config if output_config is not None else omit,
-            stream=True,
-        )
+
+        async def create(relayed: RelayedStream) -> AsyncStream[RawMessageStreamEvent]:
+            client = anthropic_client(self.config, relayed=relayed.on)
+            return await client.messages.create(
+                model=request.model or self.model,
+                max_tokens=request.max_output_tokens,
+                messages=messages,
+                system=request.system or omit,
+                tools=tools or omit,
+                thinking=thinking if thinking is not None else omit,
+                output_config=output_config if output_config is not None else omit,
+                extra_headers=relayed.headers() or None,
+                stream=True,
+            )
+
+        try:
+            stream = await create(relayed)
+        except APIConnectionError:
+            if not relayed.on or relayed.attaching or self.config.anthropic_api_key is None:
+                raise
+            log.warning("the provider relay cannot be reached; %s goes direct", self.label)
+            relayed = RelayedStream(stream_id=None)
+            stream = await create(relayed)
         by_instruction = continues_by_instruction(request, rules)
         reader = _Reader(
             dedupe=WhitespaceDeduper(None if by_instruction else request.prefill),
@@ -364,13 +393,18 @@ class AnthropicMessagesProvider:
         )
         async with stream:
             async for event in stream:
-                for translated in reader.read(event):
-                    yield translated
+                translated = reader.read(event)
+                if relayed.advance():
+                    for new in translated:
+                        yield new
+                    cursor = relayed.cursor()
+                    if cursor is not None:
+                        yield cursor
                 if reader.stopped:
                     break
         if not reader.stopped:
             message = f"{self.label}: the stream ended before message_stop"
             raise ProviderError(message, retryable=True)
-        for translated in reader.flush():
-            yield translated
+        for held_back in reader.flush():
+            yield held_back
         yield reader.finish()

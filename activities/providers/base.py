@@ -28,6 +28,8 @@ class ModelRequest(BaseModel):
     """Partial assistant text of the current step that the model must continue, not repeat."""
     resume: ResumeToken | None = None
     """Re-attach to this response instead of starting a new one (providers that support it)."""
+    stream_id: str | None = None
+    """The step's identity at the provider relay, when one is configured (docs/relay.md)."""
     max_output_tokens: int = 4096
     thinking: ThinkingOptions = ThinkingOptions()
     """The agent's thinking, checked against the model's rules when the worker started

@@ -39,10 +39,20 @@ def _required(key: SecretStr | None, variable: str, provider: str) -> SecretStr:
     return key
 
 
-def openai_client(config: ProviderConfig) -> openai.AsyncOpenAI:
-    """An `AsyncOpenAI` with `config`'s OpenAI key and base URL; ProviderError without a key."""
-    key = _required(config.openai_api_key, "OPENAI_API_KEY", "openai")
-    base_url = config.openai_base_url or OPENAI_DEFAULT_BASE_URL
+def _relay(config: ProviderConfig, provider: str) -> tuple[SecretStr, str]:
+    """The relay's secret (where the SDK puts its key) and its base URL for `provider`."""
+    secret = _required(config.relay_secret, "PERDURE_RELAY_SECRET", "the provider relay")
+    return secret, f"{(config.relay_url or '').rstrip('/')}/{provider}"
+
+
+def openai_client(config: ProviderConfig, *, relayed: bool = False) -> openai.AsyncOpenAI:
+    """An `AsyncOpenAI` with `config`'s OpenAI key and base URL, or pointed at the relay;
+    ProviderError without a key."""
+    if relayed:
+        key, base_url = _relay(config, "openai")
+    else:
+        key = _required(config.openai_api_key, "OPENAI_API_KEY", "openai")
+        base_url = config.openai_base_url or OPENAI_DEFAULT_BASE_URL
     clients = _openai.setdefault(asyncio.get_running_loop(), {})
     if (key, base_url) not in clients:
         clients[key, base_url] = openai.AsyncOpenAI(
@@ -51,10 +61,14 @@ def openai_client(config: ProviderConfig) -> openai.AsyncOpenAI:
     return clients[key, base_url]
 
 
-def anthropic_client(config: ProviderConfig) -> anthropic.AsyncAnthropic:
-    """An `AsyncAnthropic` with `config`'s Anthropic key and base URL; ProviderError if no key."""
-    key = _required(config.anthropic_api_key, "ANTHROPIC_API_KEY", "anthropic")
-    base_url = config.anthropic_base_url or ANTHROPIC_DEFAULT_BASE_URL
+def anthropic_client(config: ProviderConfig, *, relayed: bool = False) -> anthropic.AsyncAnthropic:
+    """An `AsyncAnthropic` with `config`'s Anthropic key and base URL, or pointed at the relay;
+    ProviderError if no key."""
+    if relayed:
+        key, base_url = _relay(config, "anthropic")
+    else:
+        key = _required(config.anthropic_api_key, "ANTHROPIC_API_KEY", "anthropic")
+        base_url = config.anthropic_base_url or ANTHROPIC_DEFAULT_BASE_URL
     clients = _anthropic.setdefault(asyncio.get_running_loop(), {})
     if (key, base_url) not in clients:
         clients[key, base_url] = anthropic.AsyncAnthropic(

@@ -76,6 +76,11 @@ class ProviderConfig(BaseModel):
     """`ANTHROPIC_BASE_URL`. None: the Anthropic API."""
     openai_continuation: Continuation = "instruction"
     """`PERDURE_OPENAI_CONTINUATION`: how `openai:` models continue a partial answer."""
+    relay_url: OptionalUrl = None
+    """`PERDURE_RELAY_URL`: the provider relay the Chat Completions and Anthropic adapters
+    stream through (docs/relay.md); None: straight to the provider."""
+    relay_secret: OptionalKey = None
+    """`PERDURE_RELAY_SECRET`: the relay's shared secret."""
     model_families: ModelFamilies = Field(default_factory=dict)
     """`PERDURE_MODEL_FAMILIES`: the rules (`perdure/domain/model_rules.py`) of model ids
     that are not recognised by name."""

@@ -5,7 +5,8 @@ adapter continues it by what its API really allows (docs/recovery.md, "Continuat
 provider"):
 
 - `resume`: re-attach to the server-side response after the last event seen (OpenAI Responses
-  background mode). Exact: nothing is generated twice.
+  background mode), or to the provider relay's copy of the step's stream (any API through
+  `perdure relay`, `activities/providers/relayed.py`). Exact: nothing is generated twice.
 - `prefill`: a trailing assistant message the API continues (Anthropic Messages without
   extended thinking; vLLM `continue_final_message`; DeepSeek `prefix: true`). Exact text.
 - `instruction`: the API never continues a trailing assistant message (OpenAI Chat
@@ -48,6 +49,9 @@ provider recognises it verbatim (perdure/testing/fakeprovider/transcript.py)."""
 
 RESUME = Continuation(
     mechanism="resume", exact=True, via="re-attach to the background response (starting_after)"
+)
+RELAY = Continuation(
+    mechanism="resume", exact=True, via="re-attach to the provider relay's copy of the stream"
 )
 INSTRUCTION = Continuation(
     mechanism="instruction", exact=False, via="partial + continue instruction, overlap trimmed"

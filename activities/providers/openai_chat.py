@@ -23,6 +23,7 @@ supplied: continue_final_message`), so they are never sent by default.
 """
 
 import json
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -49,9 +50,11 @@ from activities.providers.config import ProviderConfig
 from activities.providers.continuation_modes import (
     CONTINUE_INSTRUCTION,
     INSTRUCTION,
+    RELAY,
     ChatContinuation,
     Continuation,
 )
+from activities.providers.relayed import RelayedStream, cancel_relayed, final_when_attaching
 from activities.providers.sse import event_data
 from perdure.domain.conversation import AssistantItem, UserItem
 from perdure.domain.overlap import OverlapTrimmer
@@ -80,6 +83,8 @@ _DECLARED: dict[ChatContinuation, Continuation] = {
 
 VLLM_CONTINUE: dict[str, object] = {"continue_final_message": True, "add_generation_prompt": False}
 """vLLM's extra body for a real continuation of the final assistant message."""
+
+log = logging.getLogger(__name__)
 
 
 def chat_messages(
@@ -221,28 +226,35 @@ async def chat_chunks(response: httpx2.Response) -> AsyncIterator[dict[str, Any]
 class OpenAIChatProvider:
     """Chat Completions streaming with usage; tool calls arrive as indexed fragments."""
 
-    supports_resume = False
-    supports_cancel = False
-
     def __init__(self, model: str, *, config: ProviderConfig) -> None:
         self.model = model
         self.label = f"openai:{model}"
         self.config = config
         self.mode: ChatContinuation = config.openai_continuation
         self.continuation = _DECLARED[self.mode]
+        # Through the provider relay, a step's stream outlives the worker (docs/relay.md).
+        self.supports_resume = self.supports_cancel = config.relay_url is not None
 
     def continuation_for(self, request: ModelRequest) -> Continuation:
+        if RelayedStream.of(request, self.config).attaching:
+            return RELAY
         return self.continuation
 
     async def cancel(self, response_id: str) -> None:
-        """Chat Completions keeps nothing server-side: nothing to cancel."""
+        """A relayed stream is stopped at the relay; Chat Completions itself keeps nothing."""
+        await cancel_relayed(self.config, response_id)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
-        async for event in translate_errors(self.label, self._events(request)):
-            yield event
+        relayed = RelayedStream.of(request, self.config)
+        try:
+            async for event in translate_errors(self.label, self._events(request, relayed)):
+                yield event
+        except ProviderError as error:
+            raise final_when_attaching(relayed, error) from error
 
-    async def _events(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
-        client = openai_client(self.config)
+    async def _events(
+        self, request: ModelRequest, relayed: RelayedStream
+    ) -> AsyncGenerator[ProviderEvent, None]:
         tools = chat_tools(request)
         continuing = bool(request.prefill)
         body: dict[str, Any] = {
@@ -265,13 +277,26 @@ class OpenAIChatProvider:
         # builds a model object per chunk. The body is plain JSON already; the SDK still
         # sends it, authenticates, and raises its status errors before the body is read. The
         # stream object is only used to close the response.
-        stream = await client.post(
-            "/chat/completions",
-            body=body,
-            cast_to=ChatCompletion,
-            stream=True,
-            stream_cls=openai.AsyncStream[ChatCompletionChunk],
-        )
+
+        async def post(relayed: RelayedStream) -> openai.AsyncStream[ChatCompletionChunk]:
+            client = openai_client(self.config, relayed=relayed.on)
+            return await client.post(
+                "/chat/completions",
+                body=body,
+                cast_to=ChatCompletion,
+                options={"headers": relayed.headers()},
+                stream=True,
+                stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            )
+
+        try:
+            stream = await post(relayed)
+        except openai.APIConnectionError:
+            if not relayed.on or relayed.attaching or self.config.openai_api_key is None:
+                raise
+            log.warning("the provider relay cannot be reached; %s goes direct", self.label)
+            relayed = RelayedStream(stream_id=None)
+            stream = await post(relayed)
         by_instruction = continuing and self.mode == "instruction"
         trim = OverlapTrimmer(request.prefill or "" if by_instruction else "")
         calls = ToolCallAccumulator()
@@ -280,19 +305,25 @@ class OpenAIChatProvider:
         async with stream:
             async for chunk in chat_chunks(stream.response):
                 usage = chunk.get("usage") or usage
+                events: list[ProviderEvent] = []
                 for choice in chunk.get("choices") or []:
                     delta = choice.get("delta") or {}
                     content = delta.get("content")
                     text = trim(content) if content else ""
                     if text:
-                        yield TextDelta(text=text)
+                        events.append(TextDelta(text=text))
                     fragments = delta.get("tool_calls") or []
                     if fragments and (held := trim.flush()):
-                        yield TextDelta(text=held)
+                        events.append(TextDelta(text=held))
                     for fragment in fragments:
-                        for event in calls.feed(fragment):
-                            yield event
+                        events.extend(calls.feed(fragment))
                     reason = choice.get("finish_reason") or reason
+                if relayed.advance():  # a re-attached stream: only what the log lacks
+                    for event in events:
+                        yield event
+                    cursor = relayed.cursor()
+                    if cursor is not None:
+                        yield cursor
         if reason is None:
             raise ProviderError(
                 f"{self.label}: the stream ended without a finish reason", retryable=True

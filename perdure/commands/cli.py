@@ -25,10 +25,16 @@ from perdure.commands.temporal_setup import temporal_setup
 from perdure.runtime.loop_lag import watching_loop_lag
 from perdure.runtime.prompt_schedules import sync_declared_schedules
 from perdure.runtime.reconciler_schedule import ensure_reconciler_schedule
+from perdure.runtime.relay_service import (
+    RelayNotConfigured,
+    dev_relay_secret,
+    relay_config,
+    relay_server,
+)
 from perdure.runtime.services import Services, open_services
 from perdure.runtime.settings import Settings
 from perdure.runtime.temporal_connection import TemporalConnectionConfigError
-from perdure.runtime.temporal_dev import DevServerConfig, dev_server
+from perdure.runtime.temporal_dev import DevServerConfig, dev_server, unused_port
 from perdure.runtime.temporal_setup import TemporalSetupNeeded
 from perdure.telemetry.metrics_server import serve_metrics
 from perdure.telemetry.tracing import start_tracing, stop_tracing
@@ -170,6 +176,15 @@ def served_agents(settings: Settings) -> AgentRegistry:
 
 
 async def _dev(settings: Settings) -> None:
+    relay: uvicorn.Server | None = None
+    if settings.dev_relay and settings.relay_url is None:
+        # The worker of this process streams through a relay of this process (docs/relay.md).
+        port = unused_port("127.0.0.1")
+        secret = dev_relay_secret()
+        relay = relay_server(relay_config(settings, secret), host="127.0.0.1", port=port)
+        settings = settings.model_copy(
+            update={"relay_url": f"http://127.0.0.1:{port}", "relay_secret": secret}
+        )
     async with dev_server(
         address=settings.temporal_address,
         ui_port=settings.ui_port,
@@ -194,8 +209,12 @@ async def _dev(settings: Settings) -> None:
             print(f"  API docs     http://{settings.host}:{settings.port}/docs")
             print(f"  Temporal UI  http://127.0.0.1:{settings.ui_port}")
             print(f"  store        {settings.resolved_database_url()}")
+            if relay is not None:
+                print(f"  relay        {settings.relay_url} (in-process)")
             await _until_stopped(
-                _working(worker, tracker, settings.worker_shutdown_grace), _serving(server)
+                _working(worker, tracker, settings.worker_shutdown_grace),
+                _serving(server),
+                *([_serving(relay)] if relay is not None else []),
             )
 
 
@@ -210,6 +229,16 @@ async def _worker(settings: Settings) -> None:
         await sync_declared_schedules(services, agents)
         print(f"Perdure worker on {settings.temporal_address} (model: {settings.model})")
         await _until_stopped(_working(worker, tracker, settings.worker_shutdown_grace))
+
+
+async def _relay(settings: Settings) -> None:
+    try:
+        config = relay_config(settings)
+    except RelayNotConfigured as error:
+        raise SystemExit(f"perdure: {error}") from None
+    server = relay_server(config, host=settings.relay_host, port=settings.relay_port)
+    print(f"Perdure provider relay on http://{settings.relay_host}:{settings.relay_port}")
+    await _until_stopped(_serving(server))
 
 
 async def _gateway(settings: Settings) -> None:
@@ -260,6 +289,9 @@ def main(argv: list[str] | None = None) -> None:
     commands.add_parser("dev", help="Temporal dev server, worker and gateway in one process")
     commands.add_parser("worker", help="run a worker (workflows and activities)")
     commands.add_parser("gateway", help="run the HTTP gateway")
+    commands.add_parser(
+        "relay", help="run the provider relay: model steps' provider streams outlive workers"
+    )
     commands.add_parser("migrate", help="bring the store's schema up to date")
     commands.add_parser(
         "temporal-setup", help="register Perdure's search attributes in the Temporal namespace"
@@ -281,7 +313,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.command == "temporal-setup":
             print(asyncio.run(temporal_setup(settings)))
         else:
-            run = {"dev": _dev, "worker": _worker, "gateway": _gateway}[args.command]
+            commands_run = {"dev": _dev, "worker": _worker, "gateway": _gateway, "relay": _relay}
+            run = commands_run[args.command]
             with _telemetry(settings, args.command):
                 asyncio.run(run(settings))
     except (TemporalSetupNeeded, TemporalConnectionConfigError) as error:

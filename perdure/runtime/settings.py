@@ -212,6 +212,23 @@ class Settings(BaseSettings):
     metrics_token: SecretStr | None = Field(default=None, alias="PERDURE_METRICS_TOKEN")
     """Unset: `/metrics` is open (it holds aggregates only, no tenant or session ids). Set:
     scrapes must send `Authorization: Bearer <token>`."""
+    # The provider relay (docs/relay.md)
+    relay_url: OptionalUrl = Field(default=None, alias="PERDURE_RELAY_URL")
+    """A worker streams its Chat Completions and Anthropic steps through the relay at this URL;
+    unset: straight to the provider (`perdure dev` starts one in-process)."""
+    relay_secret: OptionalKey = Field(default=None, alias="PERDURE_RELAY_SECRET")
+    """The relay's shared secret: required to run `perdure relay` and to use one."""
+    relay_host: str = Field(default="127.0.0.1", alias="PERDURE_RELAY_HOST")
+    relay_port: int = Field(default=8300, alias="PERDURE_RELAY_PORT", ge=0, le=65535)
+    relay_max_bytes: int = Field(default=256 * 2**20, alias="PERDURE_RELAY_MAX_BYTES", gt=0)
+    """What `perdure relay` holds at most, all streams together; past it a new stream is
+    refused (a 503 the worker answers by going straight to the provider), none is dropped."""
+    relay_stream_seconds: float = Field(
+        default=900.0, alias="PERDURE_RELAY_STREAM_SECONDS", gt=0, allow_inf_nan=False
+    )
+    """How long the relay reads one provider answer, at most."""
+    dev_relay: bool = Field(default=True, alias="PERDURE_DEV_RELAY")
+    """`perdure dev` runs a relay in-process (unless PERDURE_RELAY_URL names one)."""
     otlp_endpoint: str | None = Field(default=None, alias="OTEL_EXPORTER_OTLP_ENDPOINT")
     otlp_traces_endpoint: str | None = Field(
         default=None, alias="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
@@ -305,14 +322,22 @@ class Settings(BaseSettings):
             anthropic_base_url=self.anthropic_base_url,
             openai_continuation=self.openai_continuation,
             model_families=self.model_families,
+            relay_url=self.relay_url,
+            relay_secret=self.relay_secret,
         )
 
     def log_secrets(self) -> list[str]:
         """What no log line may show (the JSON formatter masks them): the provider keys, the
-        metrics token, the API keys, the store's password and the Temporal API key."""
+        metrics token, the relay's secret, the API keys, the store's password and the Temporal
+        API key."""
         secrets = [
             secret.get_secret_value()
-            for secret in (self.openai_api_key, self.anthropic_api_key, self.metrics_token)
+            for secret in (
+                self.openai_api_key,
+                self.anthropic_api_key,
+                self.metrics_token,
+                self.relay_secret,
+            )
             if secret is not None
         ]
         if self.api_keys is not None:

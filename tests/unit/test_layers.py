@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SUBPACKAGES = {"domain", "turn_control", "runtime", "commands", "telemetry", "testing"}
+SUBPACKAGES = {"domain", "turn_control", "runtime", "commands", "telemetry", "testing", "relay"}
 """The layers inside `perdure/` (`perdure.domain`, …); its top-level modules are the SDK."""
 PACKAGES = {"perdure", "workflows", "storage", "activities", "gateway"} | SUBPACKAGES
 ALLOWED: dict[str, set[str]] = {
@@ -16,6 +16,7 @@ ALLOWED: dict[str, set[str]] = {
     "storage": {"domain"},
     "turn_control": {"domain", "storage"},
     "telemetry": {"domain", "storage"},
+    "relay": {"domain"},
     "activities": {"domain", "perdure", "storage", "turn_control", "telemetry"},
     "runtime": {
         "domain",
@@ -25,6 +26,7 @@ ALLOWED: dict[str, set[str]] = {
         "activities",
         "workflows",
         "telemetry",
+        "relay",
     },
     "gateway": {"domain", "storage", "turn_control", "runtime", "telemetry"},
     "commands": PACKAGES - {"testing"},

@@ -1,0 +1,104 @@
+"""A model step's provider stream through the relay: its cursor, and the skip on re-attach.
+
+With `PERDURE_RELAY_URL` set, the Chat Completions and Anthropic adapters send each step's
+request through the provider relay (`perdure relay`, docs/relay.md), which holds the provider's
+stream beyond the worker. Every event read is counted; its cursor (`relay:<stream id>`, the
+event's index) is stored with the chunks it produced, in the same transaction, as a Responses
+cursor is. A retried step re-attaches (`ATTACH_HEADER`) and is sent the whole stream again:
+the adapter reads every event (its parser needs the stream's start) and yields only what
+follows the cursor. Nothing is generated twice and one provider request serves every attempt.
+
+When the relay no longer holds the stream (it was restarted, or the stream expired), the
+re-attach is a 404: the error is made final for this request, and the model step continues
+from its log the way the provider allows (prefill or instruction), as after a lost Responses
+response.
+"""
+
+import logging
+from dataclasses import dataclass
+
+import httpx
+
+from activities.providers.base import ModelRequest, ProviderError
+from activities.providers.config import ProviderConfig
+from perdure.domain.provider_events import ResponseCursor
+from perdure.domain.relay_protocol import ATTACH_HEADER, CURSOR_PREFIX, STREAM_HEADER
+
+log = logging.getLogger(__name__)
+CANCEL_TIMEOUT = httpx.Timeout(5.0)
+
+
+@dataclass
+class RelayedStream:
+    """One attempt's view of its step's relayed stream (`stream_id` None: not relayed)."""
+
+    stream_id: str | None
+    after: int = -1
+    """The last event the log already holds (-1: none): events up to it are not yielded."""
+    index: int = -1
+
+    @classmethod
+    def of(cls, request: ModelRequest, config: ProviderConfig) -> "RelayedStream":
+        if config.relay_url is None or request.stream_id is None:
+            return cls(stream_id=None)
+        resume = request.resume
+        if resume is not None and resume.response_id == CURSOR_PREFIX + request.stream_id:
+            return cls(stream_id=request.stream_id, after=resume.sequence_number)
+        return cls(stream_id=request.stream_id)
+
+    @property
+    def on(self) -> bool:
+        return self.stream_id is not None
+
+    @property
+    def attaching(self) -> bool:
+        return self.on and self.after >= 0
+
+    def headers(self) -> dict[str, str]:
+        if self.stream_id is None:
+            return {}
+        headers = {STREAM_HEADER: self.stream_id}
+        if self.attaching:
+            headers[ATTACH_HEADER] = "1"
+        return headers
+
+    def advance(self) -> bool:
+        """Count the next event; True when the log does not hold what it produces yet."""
+        self.index += 1
+        return self.index > self.after
+
+    def cursor(self) -> ResponseCursor | None:
+        if self.stream_id is None:
+            return None
+        return ResponseCursor(
+            response_id=CURSOR_PREFIX + self.stream_id, sequence_number=self.index
+        )
+
+
+def final_when_attaching(relayed: RelayedStream, error: ProviderError) -> ProviderError:
+    """A re-attached stream that fails is not retried as it is: the step continues from its
+    log by the provider's own continuation (a non-retryable error says so)."""
+    if not relayed.attaching or not error.retryable:
+        return error
+    return ProviderError(
+        f"the relay's copy of stream {relayed.stream_id} cannot be read on: {error}",
+        retryable=False,
+        status=error.status,
+    )
+
+
+async def cancel_relayed(config: ProviderConfig, response_id: str) -> None:
+    """Stop the provider's answer at the relay (a stop, an exhausted turn); best effort."""
+    if config.relay_url is None or config.relay_secret is None:
+        return
+    stream_id = response_id.removeprefix(CURSOR_PREFIX)
+    url = f"{config.relay_url.rstrip('/')}/streams/{stream_id}"
+    secret = config.relay_secret.get_secret_value()
+    async with httpx.AsyncClient(timeout=CANCEL_TIMEOUT) as http:
+        response = await http.delete(url, headers={"authorization": f"Bearer {secret}"})
+    if response.status_code not in (204, 404):
+        raise ProviderError(
+            f"the relay refused to cancel {stream_id}: HTTP {response.status_code}",
+            retryable=False,
+            status=response.status_code,
+        )
