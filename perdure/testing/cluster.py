@@ -41,6 +41,9 @@ class Served(Protocol):
     root: Path
 
 
+RELAY_SECRET = "cluster-relay-secret"
+
+
 class Cluster:
     def __init__(self, workdir: Path, fake: ProviderEnv, database_url: str, served: Served) -> None:
         self.workdir = workdir
@@ -85,6 +88,18 @@ class Cluster:
         process = PerdureProcess("worker", {**self.env, **extra_env}, self.workdir).start()
         self.processes.append(process)
         return process
+
+    async def relay(self, port: int | None = None) -> dict[str, str]:
+        """A `perdure relay` process (on `port`, to restart one where it was); the environment
+        that points a worker at it."""
+        port = port or free_port()
+        env = {**self.env, "PERDURE_RELAY_PORT": str(port), "PERDURE_RELAY_SECRET": RELAY_SECRET}
+        process = PerdureProcess("relay", env, self.workdir)
+        self.processes.append(process.start())
+        url = f"http://127.0.0.1:{port}"
+        await wait_healthy(url, process)
+        self.last_relay = process
+        return {"PERDURE_RELAY_URL": url, "PERDURE_RELAY_SECRET": RELAY_SECRET}
 
     async def gateway(self) -> str:
         port = free_port()

@@ -1,0 +1,109 @@
+"""Through the provider relay (`perdure relay`, its own process), a worker SIGKILLed mid-answer
+loses nothing and repeats nothing: the client's text and the stored answer are exactly the
+model's single generation, from one provider request, on every API that has no server-side
+resume of its own. With the relay killed too, the answer continues the way the provider allows
+(prefill or instruction), never answered afresh."""
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from perdure.testing.chat_client import chat_body, counting, user_message
+from perdure.testing.cluster import Cluster, LiveStream, running_cluster, wait_until
+from perdure.testing.fakeprovider.server import FakeProvider
+from tests.databases import database_url
+from tests.served import CLUSTER
+
+AGENTS = {
+    "default": "Chat Completions",
+    "anthropic": "claude-haiku-4-5, prefill era",
+    "claude-4-7": "claude-opus-4-7, today's",
+}
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path, fake_provider: FakeProvider) -> AsyncIterator[Cluster]:
+    with database_url("sqlite", tmp_path) as url:
+        async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
+            yield running
+
+
+async def answer(url: str, session: str) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        for _ in range(300):
+            if (await http.get(f"/v1/sessions/{session}")).json()["status"] == "idle":
+                break
+            await asyncio.sleep(0.05)
+        messages = (await http.get(f"/api/chat/{session}/messages")).json()
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    answer: dict[str, Any] = messages[1]
+    return answer
+
+
+async def killed_mid_answer(
+    cluster: Cluster, agent: str, relay_env: dict[str, str], *, kill_relay: bool = False
+) -> tuple[LiveStream, str, str]:
+    """Send a 300-number answer, SIGKILL the worker (and the relay) after 40 numbers, start a
+    new worker (and relay); the stream, the session and the user text."""
+    worker = cluster.worker(**relay_env)
+    url = await cluster.gateway()
+    session = f"relay-{agent}-{uuid.uuid4().hex[:6]}"
+    text = f"@count 300 @delay 10 {session}"
+    stream = LiveStream()
+    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        body = chat_body(session, user_message(text), agent=agent)
+        async with http.stream("POST", "/api/chat", json=body) as response:
+            reader = asyncio.create_task(stream.read(response))
+            await wait_until(lambda: stream.deltas() >= 40)
+            worker.kill()
+            if kill_relay:
+                cluster.last_relay.kill()
+                await cluster.relay(port=int(relay_env["PERDURE_RELAY_URL"].rsplit(":", 1)[1]))
+            cluster.worker(**relay_env)
+            await asyncio.wait_for(reader, timeout=90)
+    return stream, url, session
+
+
+@pytest.mark.parametrize("agent", list(AGENTS))
+async def test_a_killed_worker_s_answer_is_the_single_generation_of_one_provider_request(
+    cluster: Cluster, fake_provider: FakeProvider, agent: str
+) -> None:
+    async with cluster.temporal():
+        relay_env = await cluster.relay()
+        stream, url, session = await killed_mid_answer(cluster, agent, relay_env)
+        stored = await answer(url, session)
+
+    assert stream.done, cluster.logs()
+    assert stream.text() == counting(300)
+    assert [seq for seq, _ in stream.events] == list(range(len(stream.events)))
+    (request,) = fake_provider.requests_for(f"@count 300 @delay 10 {session}")
+    assert request.status == 200
+    texts = [p["text"] for p in stored["parts"] if p["type"] == "text"]
+    assert texts == [counting(300)]
+
+
+@pytest.mark.parametrize("agent", ["anthropic", "claude-4-7"])
+async def test_with_the_relay_killed_too_the_answer_continues_by_the_provider_s_own_way(
+    cluster: Cluster, fake_provider: FakeProvider, agent: str
+) -> None:
+    async with cluster.temporal():
+        relay_env = await cluster.relay()
+        stream, url, session = await killed_mid_answer(cluster, agent, relay_env, kill_relay=True)
+        stored = await answer(url, session)
+
+    assert stream.done, cluster.logs()
+    assert stream.text() == counting(300)
+    kinds = stream.recovery_kinds()
+    assert ("continue", True) in kinds and ("retry", True) not in kinds, kinds
+    requests = fake_provider.requests_for(f"@count 300 @delay 10 {session}")
+    assert len(requests) >= 2  # the relay's copy was lost: continued by a second request
+    last = requests[-1].body["messages"][-1]
+    assert last["role"] == (
+        "assistant" if agent == "anthropic" else "user"
+    )  # prefill / instruction
+    assert [p["text"] for p in stored["parts"] if p["type"] == "text"] == [counting(300)]
