@@ -3,6 +3,7 @@ rolling restart of every worker (SIGTERM).
 
     .venv/bin/python -m bench.recovery [--runs 5] [--apis openai,openai-responses,anthropic]
                                        [--rolling-turns 12] [--grace 2] [--store sqlite|postgres]
+                                       [--relay]
 
 Real processes: a Temporal dev server on a SQLite file, two `perdure worker`s on one task
 queue, one `perdure gateway`, the store (SQLite by default), the fake provider in this process.
@@ -18,7 +19,13 @@ mode, `anthropic:` Messages): a turn streams `@count 400 @delay 10` through the 
   them (the killed attempt's unlogged tokens, plus any overlap the continuation repeats);
   OpenAI Responses re-sends them from the stored response (`starting_after`), so they are
   generated once.
-- Continued by: the provider requests made after the kill (a new generation, or a re-attach).
+- Continued by: the provider requests made after the kill (a new generation, or a re-attach);
+  provider requests: all the turn's requests (1: nothing was asked twice).
+
+`--relay` runs a `perdure relay` process and points every worker at it (docs/relay.md): Chat
+Completions and Anthropic steps then re-attach to the relay's copy of their provider stream.
+It also reports the relay's CPU per 1,000 streamed chunks and its memory per held stream.
+The APIs `anthropic-4.6` and `anthropic-4.7` run today's Claude models (no prefill).
 
 Rolling restart: `--rolling-turns` answers (`@count 600 @delay 50`, 30 s at 20 tokens/s, the
 three APIs in turn) stream while each worker in turn gets SIGTERM, its replacement is started
@@ -40,7 +47,7 @@ from tempfile import TemporaryDirectory
 
 import httpx
 
-from bench._support import SERVED, stats
+from bench._support import SERVED, cpu_seconds, stats
 from perdure.domain.names import MODEL_STEP_ACTIVITY, turn_workflow_id
 from perdure.testing.cluster import (
     Cluster,
@@ -64,8 +71,11 @@ APIS: dict[str, str | None] = {
     "openai": None,  # the default agent, on PERDURE_MODEL=openai:gpt-fake
     "openai-responses": "responses",
     "anthropic": "anthropic",
+    "anthropic-4.6": "claude-4-6",
+    "anthropic-4.7": "claude-4-7",
 }
-"""Provider API → the agent of `tests.agents` that uses it."""
+"""Provider API → the agent of `tests.agents` that uses it (`anthropic` is claude-haiku-4-5,
+of the prefill era)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,8 @@ class KillRun:
     """The provider routes requested after the kill."""
     finished: float
     """SIGKILL → the stream's last chunk."""
+    requests: int
+    """The turn's provider requests, all attempts."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +159,33 @@ async def kill_run(
         streamed_twice=fake.deltas_for(turn.user_text) - COUNT,
         continued_by=" + ".join(routes) or "nothing",
         finished=turn.stream.received_at[-1] - killed_at,
+        requests=len(fake.requests_for(turn.user_text)),
     )
+
+
+class RelayCost:
+    """The relay process's CPU over the runs, per 1,000 chunks the provider streamed, and what
+    it held at the end (streams are kept `keep_seconds` after their end)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.started = cpu_seconds(pid)
+
+    async def lines(self, url: str, fake: FakeProvider) -> list[str]:
+        spent = cpu_seconds(self.pid) - self.started
+        chunks = fake.state.generated_deltas
+        async with httpx.AsyncClient(timeout=10) as http:
+            held = (await http.get(f"{url}/stats")).json()
+        per_stream = held["bytes"] / held["streams"] if held["streams"] else 0.0
+        return [
+            "",
+            "| relay CPU per 1,000 provider text deltas | streams held | bytes held | per stream "
+            "| cap (all streams) | cap (one stream) |",
+            "|---|---|---|---|---|---|",
+            f"| {1000 * spent / max(chunks, 1) * 1000:.1f} ms | {held['streams']} "
+            f"| {held['bytes']:,} | {per_stream:,.0f} B "
+            f"| {held['limits']['max_total_bytes']:,} | {held['limits']['max_stream_bytes']:,} |",
+        ]
 
 
 _HANDED_OVER = re.compile(r"(\d+) activities handed over")
@@ -206,8 +244,9 @@ async def rolling_run(
 def kill_table(runs: list[KillRun], apis: list[str]) -> list[str]:
     lines = [
         "| API | n | recovery time (s) p50 | p95 | max | retried attempt started (s) p50 "
-        "| tokens streamed twice p50 | p95 | max | mean | continued by |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| tokens streamed twice p50 | p95 | max | mean | provider requests max "
+        "| continued by |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for api in apis:
         mine = [run for run in runs if run.api == api]
@@ -219,7 +258,7 @@ def kill_table(runs: list[KillRun], apis: list[str]) -> list[str]:
         lines.append(
             f"| `{api}:` | {len(mine)} | {stats([run.seconds for run in mine], 2)} "
             f"| {started:.2f} | {stats(twice, 0)} | {statistics.mean(twice):.2f} "
-            f"| {'; '.join(ways)} |"
+            f"| {max(run.requests for run in mine)} | {'; '.join(ways)} |"
         )
     return lines
 
@@ -243,6 +282,7 @@ async def main() -> None:
     parser.add_argument("--rolling-turns", type=int, default=12, help="0 skips the restart")
     parser.add_argument("--grace", default="2", help="PERDURE_WORKER_SHUTDOWN_GRACE (s)")
     parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--relay", action="store_true", help="stream through perdure relay")
     args = parser.parse_args()
     apis = [api.strip() for api in args.apis.split(",") if api.strip()]
     unknown = set(apis) - set(APIS)
@@ -252,6 +292,7 @@ async def main() -> None:
         parser.error(reason)
     runs: list[KillRun] = []
     rolling: RollingRun | None = None
+    relay_lines: list[str] = []
     grace = {"PERDURE_WORKER_SHUTDOWN_GRACE": args.grace}
     with FakeProvider() as fake, TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -259,6 +300,10 @@ async def main() -> None:
             async with running_cluster(workdir, fake, store_url, SERVED) as cluster:
                 cluster.env.update(grace)
                 async with cluster.temporal():
+                    relay_cpu: RelayCost | None = None
+                    if args.relay:
+                        cluster.env.update(await cluster.relay())
+                        relay_cpu = RelayCost(cluster.last_relay.pid)
                     workers = [cluster.worker(), cluster.worker()]
                     url = await cluster.gateway()
                     for worker in workers:
@@ -274,6 +319,8 @@ async def main() -> None:
                                 f"tokens streamed twice, by {result.continued_by}",
                                 flush=True,
                             )
+                    if relay_cpu is not None:
+                        relay_lines = await relay_cpu.lines(cluster.env["PERDURE_RELAY_URL"], fake)
                     if args.rolling_turns > 0:
                         for worker in workers:
                             await cluster.wait_polling(worker)
@@ -289,6 +336,8 @@ async def main() -> None:
     )
     if runs:
         print("\n".join(kill_table(runs, apis)))
+    if args.relay:
+        print("\n".join(relay_lines))
     if rolling is not None:
         print()
         print("\n".join(rolling_lines(rolling, args.grace)))

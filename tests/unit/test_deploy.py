@@ -1,7 +1,7 @@
 """The compose topology under deploy/ is consistent with the code it deploys. No test here can
 pull its images (there is no container registry in CI), so what can be checked without them is
 checked: every setting it passes exists, every service it waits for is defined, the image holds
-every package, the balancer streams, and provider keys reach only the workers."""
+every package, the balancer streams, and provider keys reach only the workers and the relay."""
 
 import ast
 import re
@@ -15,7 +15,7 @@ from perdure.runtime.settings import Settings
 
 REPO = Path(__file__).parents[2]
 DEPLOY = REPO / "deploy"
-PERDURE_SERVICES = ("migrate", "temporal-setup", "admin", "worker", "gateway")
+PERDURE_SERVICES = ("migrate", "temporal-setup", "admin", "worker", "gateway", "relay")
 PROVIDER_KEYS = {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
 
 
@@ -53,18 +53,27 @@ def test_every_service_waited_for_is_defined() -> None:
 
 def test_the_perdure_services_run_commands_that_exist() -> None:
     cli = (REPO / "perdure" / "commands" / "cli.py").read_text()
-    for service in ("migrate", "temporal-setup", "worker", "gateway"):
+    for service in ("migrate", "temporal-setup", "worker", "gateway", "relay"):
         command = services()[service]["command"][0]
         assert f'"{command}"' in cli, service
 
 
-def test_provider_keys_reach_only_the_workers() -> None:
+def test_provider_keys_reach_only_the_workers_and_the_relay() -> None:
     for name, service in services().items():
         environment = set(service.get("environment", {}))
-        if name == "worker":
+        if name in ("worker", "relay"):
             assert PROVIDER_KEYS <= environment
         else:
             assert not PROVIDER_KEYS & environment, name
+
+
+def test_the_relay_is_reached_only_by_the_workers_with_the_shared_secret() -> None:
+    relay, worker = services()["relay"], services()["worker"]
+
+    assert "ports" not in relay  # not published outside the compose network
+    assert worker["environment"]["PERDURE_RELAY_URL"] == "http://relay:8300"
+    assert "PERDURE_RELAY_SECRET" in relay["environment"]
+    assert "PERDURE_RELAY_SECRET" in worker["environment"]
 
 
 def test_the_image_holds_every_package_of_the_wheel() -> None:
