@@ -250,7 +250,10 @@ class OpenAIChatProvider:
             async for event in translate_errors(self.label, self._events(request, relayed)):
                 yield event
         except ProviderError as error:
-            raise final_when_attaching(relayed, error) from error
+            final = final_when_attaching(relayed, error)
+            if final is error:
+                raise
+            raise final from error
 
     async def _events(
         self, request: ModelRequest, relayed: RelayedStream

@@ -1,6 +1,7 @@
 """Perdure as its users run it: `perdure dev`, and separate worker and gateway processes."""
 
 import asyncio
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from perdure.testing.chat_client import counting, send
+from perdure.testing.fakeprovider.server import FakeProvider
 from perdure.testing.processes import PerdureProcess, wait_healthy
 from perdure.testing.stack import free_port
 from tests.databases import database_url
@@ -60,6 +62,26 @@ async def test_perdure_dev_starts_everything_and_answers_with_the_demo_model(
     assert "tool-output-available" in streamed.types()
     assert (tmp_path / ".perdure" / "perdure.db").exists()
     assert (tmp_path / ".perdure" / "temporal.db").exists()
+
+
+async def test_perdure_dev_streams_provider_answers_through_its_in_process_relay(
+    tmp_path: Path, processes: list[PerdureProcess], fake_provider: FakeProvider
+) -> None:
+    dev, url = await started_dev(
+        tmp_path,
+        processes,
+        PERDURE_MODEL="openai:gpt-fake",
+        PYTHONUNBUFFERED="1",  # its banner, which names the relay, is read below
+        **fake_provider.env(),
+    )
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        streamed = await send(http, "relayed-chat", f"@count 12 {uuid.uuid4().hex[:6]}")
+    (relay,) = re.findall(r"relay +(http://127\.0\.0\.1:\d+) \(in-process\)", dev.output())
+    async with httpx.AsyncClient(base_url=relay, timeout=10) as http:
+        held = (await http.get("/stats")).json()
+
+    assert streamed.text() == counting(12)
+    assert held["streams"] == 1  # the answer's one step, held by the relay
 
 
 async def test_perdure_dev_starts_quietly_and_a_process_managers_sigterm_stops_it_cleanly(

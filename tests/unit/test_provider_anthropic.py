@@ -365,3 +365,11 @@ async def test_a_tool_loop_goes_on_with_thinking_when_its_signed_thinking_is_pas
         "thinking": "",
         "signature": sign_thinking(""),
     }
+
+
+async def test_a_provider_error_is_raised_as_it_is_not_as_its_own_cause(
+    provider: AnthropicMessagesProvider,
+) -> None:
+    _, error = await collect_until_error(provider, ask(f"@fail 400 {tag()}"))
+
+    assert error.__cause__ is not error  # a cause cycle made Temporal's traceback recurse
