@@ -65,6 +65,15 @@ class ResponsesAgent(WaitingTools, DefaultAgent):
     recovery = QUICK
 
 
+class ReasoningResponsesAgent(ResponsesAgent):
+    """A reasoning model on the Responses API, its reasoning summarized."""
+
+    name = "responses-reasoning"
+    model = "openai-responses:gpt-5.2"
+    thinking_effort = "high"
+    thinking_display = "summarized"
+
+
 class AnthropicAgent(WaitingTools, DefaultAgent):
     """A prefill-era Claude (up to 4.5): a partial answer is continued by prefill."""
 

@@ -36,6 +36,7 @@ from openai.types.responses import (
     ResponseOutputItemAddedEvent,
     ResponseOutputItemDoneEvent,
     ResponseQueuedEvent,
+    ResponseReasoningItem,
     ResponseReasoningSummaryTextDeltaEvent,
     ResponseReasoningTextDeltaEvent,
     ResponseStreamEvent,
@@ -65,6 +66,7 @@ from perdure.domain.provider_events import (
     Finish,
     ProviderEvent,
     ReasoningDelta,
+    ReasoningSigned,
     ResponseCursor,
     TextDelta,
     ToolCallDelta,
@@ -93,6 +95,11 @@ def response_input(request: ModelRequest) -> list[ResponseInputItemParam]:
         if isinstance(item, UserItem):
             items.append({"type": "message", "role": "user", "content": item.text})
         elif isinstance(item, AssistantItem):
+            items.extend(
+                {"type": "item_reference", "id": reasoning.item_id}
+                for reasoning in item.reasoning
+                if reasoning.item_id is not None
+            )
             if item.text:
                 items.append({"type": "message", "role": "assistant", "content": item.text})
             items.extend(
@@ -204,6 +211,10 @@ class _Reader:
         self, event: ResponseOutputItemAddedEvent | ResponseOutputItemDoneEvent
     ) -> list[ProviderEvent]:
         item = event.item
+        if isinstance(item, ResponseReasoningItem):
+            # Passed back by id in the tool loop's next request (the response is stored).
+            done = isinstance(event, ResponseOutputItemDoneEvent)
+            return [ReasoningSigned(item_id=item.id)] if done else []
         if not isinstance(item, ResponseFunctionToolCall):
             return []
         item_id = item.id or item.call_id

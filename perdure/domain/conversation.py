@@ -24,11 +24,13 @@ class UserItem(BaseModel):
 
 class SignedReasoning(BaseModel):
     """A reasoning block as the provider signed it (Anthropic `thinking` with its `signature`,
-    or `redacted_thinking` with its `data`): passed back unmodified in tool loops."""
+    or `redacted_thinking` with its `data`), or stored it (an OpenAI Responses reasoning item's
+    id): passed back unmodified in tool loops."""
 
     text: str = ""
     signature: str | None = None
     redacted_data: str | None = None
+    item_id: str | None = None
 
 
 class AssistantItem(BaseModel):
@@ -76,19 +78,23 @@ def _denial_text(part: dict[str, Any]) -> str:
     return "The tool call was not run: it was denied."
 
 
+def _string(metadata: object, provider: str, key: str) -> str | None:
+    by_provider = metadata.get(provider) if isinstance(metadata, dict) else None
+    value = by_provider.get(key) if isinstance(by_provider, dict) else None
+    return value if isinstance(value, str) else None
+
+
 def _signed(part: dict[str, Any]) -> SignedReasoning | None:
     metadata = part.get("providerMetadata")
-    signed = metadata.get("anthropic") if isinstance(metadata, dict) else None
-    if not isinstance(signed, dict):
-        return None
-    signature, redacted = signed.get("signature"), signed.get("redactedData")
-    if not isinstance(signature, str) and not isinstance(redacted, str):
-        return None
-    return SignedReasoning(
+    signed = SignedReasoning(
         text=str(part.get("text", "")),
-        signature=signature if isinstance(signature, str) else None,
-        redacted_data=redacted if isinstance(redacted, str) else None,
+        signature=_string(metadata, "anthropic", "signature"),
+        redacted_data=_string(metadata, "anthropic", "redactedData"),
+        item_id=_string(metadata, "openai", "itemId"),
     )
+    if signed.signature is None and signed.redacted_data is None and signed.item_id is None:
+        return None
+    return signed
 
 
 def _assistant_items(message: UIMessage) -> list[ConversationItem]:

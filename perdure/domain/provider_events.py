@@ -17,12 +17,14 @@ class ReasoningDelta(BaseModel):
 
 class ReasoningSigned(BaseModel):
     """The reasoning block ends, signed by the provider (Anthropic's thinking `signature`), or
-    arrives whole and encrypted (`redacted_data`, a `redacted_thinking` block): the API needs
-    it back, unmodified, when a tool loop goes on with thinking."""
+    arrives whole and encrypted (`redacted_data`, a `redacted_thinking` block), or as a stored
+    item (`item_id`, an OpenAI Responses reasoning item): the API wants it back, unmodified,
+    when a tool loop goes on."""
 
     kind: Literal["reasoning_signed"] = "reasoning_signed"
     signature: str | None = None
     redacted_data: str | None = None
+    item_id: str | None = None
 
 
 class ToolCallStart(BaseModel):

@@ -111,24 +111,31 @@ class StepChunker:
         raise TypeError(f"unexpected provider event {event!r}")
 
     def _signed(self, event: ReasoningSigned) -> list[Chunk]:
-        """Close the reasoning part with its signature (opening an empty one when the provider
-        sent none of its text: an omitted display, or a redacted block)."""
+        """Close the reasoning part with what the provider needs back (opening an empty one
+        when the provider sent none of its text: an omitted display, a redacted block, an
+        OpenAI reasoning item without a summary), kept as the AI SDK keeps it."""
         if self._continuing:
             return []
-        metadata: dict[str, str] = {}
-        if event.signature is not None:
-            metadata["signature"] = event.signature
-        if event.redacted_data is not None:
-            metadata["redactedData"] = event.redacted_data
+        metadata: dict[str, dict[str, str]] = {}
+        anthropic = {
+            key: value
+            for key, value in (
+                ("signature", event.signature),
+                ("redactedData", event.redacted_data),
+            )
+            if value is not None
+        }
+        if anthropic:
+            metadata["anthropic"] = anthropic
+        if event.item_id is not None:
+            metadata["openai"] = {"itemId": event.item_id}
         out = self._close_text()
         if self._reasoning_id is None or event.redacted_data is not None:
             out += self._close_reasoning()
             self._reasoning_id = self._new_id("r")
             out.append({"type": "reasoning-start", "id": self._reasoning_id})
         closed, self._reasoning_id = self._reasoning_id, None
-        out.append(
-            {"type": "reasoning-end", "id": closed, "providerMetadata": {"anthropic": metadata}}
-        )
+        out.append({"type": "reasoning-end", "id": closed, "providerMetadata": metadata})
         return out
 
     def close(self) -> list[Chunk]:

@@ -6,11 +6,12 @@ Pure functions: the finish activity applies them to the reduction of the log bef
 the chunk log itself keeps every chunk as streamed.
 
 **Ephemeral metadata.** OpenAI's Responses API tags parts with `providerMetadata.openai.itemId`
-(the id of an output item in *that* response) and `reasoningEncryptedContent`; both mean
-something only to the response that made them. Perdure rebuilds every request from text, tool
-calls and results (`domain/conversation.py`), never from provider metadata, so they are dropped.
-Everything else is kept, Anthropic's thinking `signature` and `redactedData` above all: a
-provider that replays thinking needs them unmodified.
+(the id of an output item of a stored response) and `reasoningEncryptedContent`. Within the
+turn that made them, the log keeps them and the tool loop's next requests reference the
+reasoning items by id (`domain/conversation.py`); a stored message drops them: OpenAI keeps a
+stored response for a limited time, and a later turn's reference to one it no longer has would
+be a 404. Everything else is kept, Anthropic's thinking `signature` and `redactedData` above
+all: a provider that replays thinking needs them unmodified.
 
 **The cap** is measured as the store writes the row (`json.dumps` of `parts` and of
 `metadata`). A message over it is compacted in this order, each step only as far as needed:

@@ -502,3 +502,28 @@ async def test_a_thinking_turn_keeps_its_thinking_through_two_tool_calls(
     reasoning = [p for p in answer["parts"] if p["type"] == "reasoning"]
     assert len(reasoning) == 3
     assert all(p["providerMetadata"]["anthropic"]["signature"] for p in reasoning)
+
+
+async def test_a_reasoning_model_s_tool_loop_passes_its_reasoning_items_back(
+    http: httpx.AsyncClient, fake_provider
+) -> None:
+    session = new_session()
+    text = unique('@tool wait {"seconds": 0}\n@tool wait {"seconds": 0}')
+
+    streamed = await send(http, session, text, agent="responses-reasoning")
+
+    assert streamed.text().endswith("Tool wait returned: waited 0.0 s")
+    requests = fake_provider.requests_for(text)
+    assert [r.status for r in requests] == [200, 200, 200]
+    referenced = [
+        [i["id"] for i in request.body["input"] if i.get("type") == "item_reference"]
+        for request in requests
+    ]
+    assert [len(ids) for ids in referenced] == [0, 1, 2]  # each earlier step's reasoning item
+    assert referenced[2][:1] == referenced[1]
+    answer = await stored_answer(http, session)
+    reasoning = [p for p in answer["parts"] if p["type"] == "reasoning"]
+    assert len(reasoning) == 3 and all(p["text"] for p in reasoning)  # summarized
+    # The stored answer drops the item ids: a later turn must not reference a response that
+    # OpenAI may no longer keep.
+    assert all("openai" not in (p.get("providerMetadata") or {}) for p in reasoning)

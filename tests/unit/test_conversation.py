@@ -116,3 +116,19 @@ def test_signed_reasoning_goes_with_its_step_and_unsigned_reasoning_does_not() -
     assert isinstance(first, AssistantItem) and isinstance(last, AssistantItem)
     assert first.reasoning == [SignedReasoning(text="Look it up.", signature="sig_1")]
     assert last.reasoning == []
+
+
+def test_an_openai_reasoning_item_goes_with_its_step_by_id() -> None:
+    assistant = message(
+        "assistant",
+        [
+            {"type": "step-start"},
+            {"type": "reasoning", "text": "", "providerMetadata": {"openai": {"itemId": "rs_1"}}},
+            {"type": "text", "text": "Hi."},
+        ],
+    )
+
+    (item,) = to_conversation([assistant])
+
+    assert isinstance(item, AssistantItem)
+    assert item.reasoning == [SignedReasoning(item_id="rs_1")]

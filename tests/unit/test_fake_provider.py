@@ -960,3 +960,37 @@ async def test_an_openai_reasoning_model_refuses_an_effort_it_does_not_take(
 
     assert caught.value.code == "unsupported_value"
     assert "Supported values are: 'none', 'low', 'medium', and 'high'." in caught.value.message
+
+
+async def test_a_reasoning_request_streams_a_reasoning_item_with_its_summary_when_asked(
+    fake_provider: FakeProvider,
+) -> None:
+    client = openai.AsyncOpenAI(api_key="k", base_url=fake_provider.openai_base_url, max_retries=0)
+    stream = await client.responses.create(
+        model="gpt-5.2",
+        input="@count 2",
+        reasoning={"effort": "low", "summary": "auto"},
+        stream=True,
+    )
+    events = [event async for event in stream]
+
+    done = [e.item for e in events if e.type == "response.output_item.done"]
+    assert [item.type for item in done] == ["reasoning", "message"]
+    assert done[0].id.startswith("rs_")
+    summary = "".join(e.delta for e in events if e.type == "response.reasoning_summary_text.delta")
+    assert summary == THINKING
+
+
+async def test_a_reference_to_an_item_never_stored_is_a_404(fake_provider: FakeProvider) -> None:
+    client = openai.AsyncOpenAI(api_key="k", base_url=fake_provider.openai_base_url, max_retries=0)
+    with pytest.raises(openai.NotFoundError) as caught:
+        await client.responses.create(
+            model="gpt-5.2",
+            input=[
+                {"type": "message", "role": "user", "content": "@count 2"},
+                {"type": "item_reference", "id": "rs_never"},
+            ],
+            stream=True,
+        )
+
+    assert "Item with id 'rs_never' not found." in caught.value.message

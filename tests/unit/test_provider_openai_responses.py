@@ -10,11 +10,19 @@ from activities.providers.clients import openai_client
 from activities.providers.config import ProviderConfig
 from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, INSTRUCTION, RESUME
 from activities.providers.openai_responses import OpenAIResponsesProvider, response_input
-from perdure.domain.conversation import AssistantItem, ToolCall, ToolResultItem, ToolSpec, UserItem
+from perdure.domain.conversation import (
+    AssistantItem,
+    SignedReasoning,
+    ToolCall,
+    ToolResultItem,
+    ToolSpec,
+    UserItem,
+)
 from perdure.domain.model_rules import ThinkingOptions
 from perdure.domain.provider_events import (
     Finish,
     ProviderEvent,
+    ReasoningSigned,
     ResponseCursor,
     ToolCallDelta,
     ToolCallEnd,
@@ -278,3 +286,31 @@ async def test_an_effort_and_a_summarized_display_are_sent_as_reasoning(
     assert text_of(events) == count_to(3)
     (sent,) = fake_provider.requests_for(text)
     assert sent.body["reasoning"] == {"effort": "xhigh", "summary": "auto"}
+
+
+async def test_a_reasoning_item_is_reported_and_passed_back_by_reference_in_the_tool_loop(
+    provider: OpenAIResponsesProvider, fake_provider: FakeProvider
+) -> None:
+    text = f'@tool lookup {{"q": "x"}} {tag()}'
+    thinking = ThinkingOptions(effort="low")
+    first = await collect(provider, ask(text, tools=[LOOKUP], thinking=thinking))
+    (signed,) = [e for e in first if isinstance(e, ReasoningSigned)]
+    (end,) = [e for e in first if isinstance(e, ToolCallEnd)]
+    conversation = [
+        UserItem(text=text),
+        AssistantItem(
+            reasoning=[SignedReasoning(item_id=signed.item_id)],
+            tool_calls=[ToolCall(id=end.id, name=end.name, arguments=end.arguments)],
+        ),
+        ToolResultItem(tool_call_id=end.id, tool_name=end.name, output="found"),
+    ]
+
+    second = await collect(
+        provider,
+        ModelRequest(model="gpt-5.2", conversation=conversation, tools=[LOOKUP], thinking=thinking),
+    )
+
+    assert signed.item_id is not None and signed.item_id.startswith("rs_")
+    assert text_of(second) == "Tool lookup returned: found"
+    sent = fake_provider.requests_for(text)[-1].body["input"]
+    assert sent[1] == {"type": "item_reference", "id": signed.item_id}

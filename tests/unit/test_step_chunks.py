@@ -113,3 +113,9 @@ def test_a_redacted_thinking_block_is_kept_with_its_data() -> None:
     chunks = StepChunker(1).feed(ReasoningSigned(redacted_data="opaque"))
 
     assert chunks[-1]["providerMetadata"] == {"anthropic": {"redactedData": "opaque"}}
+
+
+def test_an_openai_reasoning_item_is_kept_by_its_id() -> None:
+    chunks = StepChunker(1).feed(ReasoningSigned(item_id="rs_1"))
+
+    assert chunks[-1]["providerMetadata"] == {"openai": {"itemId": "rs_1"}}

@@ -60,6 +60,7 @@ export function MessageView({
               );
             }
             if (part.type === 'reasoning') {
+              if (!part.text) return null; // omitted by the model (kept only for its signature)
               return (
                 <details key={index} className="reasoning" open={part.state === 'streaming'}>
                   <summary>Reasoning</summary>

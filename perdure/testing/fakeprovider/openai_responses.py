@@ -27,11 +27,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from perdure.testing.fakeprovider import rules
+from perdure.testing.fakeprovider.anthropic import THINKING
 from perdure.testing.fakeprovider.directives import Fault, parse
 from perdure.testing.fakeprovider.gate import Rejection, screen
 from perdure.testing.fakeprovider.openai_common import openai_error, openai_stream_fault
 from perdure.testing.fakeprovider.player import Frame, FrameStream, schedule, sse
-from perdure.testing.fakeprovider.script import Continuing, Plan, make_plan
+from perdure.testing.fakeprovider.script import Continuing, Plan, make_plan, words
 from perdure.testing.fakeprovider.state import FakeState
 from perdure.testing.fakeprovider.transcript import from_responses
 
@@ -94,6 +95,26 @@ class _Builder:
     def emit(self, event_type: str, *, is_delta: bool = False, **fields: Any) -> None:
         self.events.append(({"type": event_type, **fields}, is_delta))
 
+    def reasoning(self, summary: bool) -> None:
+        """A reasoning item, as a reasoning model streams it: its summary only when asked for
+        (`reasoning.summary`); its content stays at OpenAI (the response is stored)."""
+        index, item_id = len(self.output), f"rs_{uuid.uuid4().hex[:24]}"
+        item: dict[str, Any] = {"id": item_id, "type": "reasoning", "summary": []}
+        self.emit("response.output_item.added", output_index=index, item=item)
+        summaries: list[dict[str, Any]] = []
+        if summary:
+            where: dict[str, Any] = {"item_id": item_id, "output_index": index, "summary_index": 0}
+            empty = {"type": "summary_text", "text": ""}
+            self.emit("response.reasoning_summary_part.added", part=empty, **where)
+            for text in words(THINKING):
+                self.emit("response.reasoning_summary_text.delta", delta=text, **where)
+            self.emit("response.reasoning_summary_text.done", text=THINKING, **where)
+            summaries = [{"type": "summary_text", "text": THINKING}]
+            self.emit("response.reasoning_summary_part.done", part=summaries[0], **where)
+        done = {**item, "summary": summaries}
+        self.emit("response.output_item.done", output_index=index, item=done)
+        self.output.append(done)
+
     def message(self, chunks: list[str], complete: bool) -> None:
         index, item_id = len(self.output), f"msg_{uuid.uuid4().hex[:24]}"
         where: dict[str, Any] = {"item_id": item_id, "output_index": index, "content_index": 0}
@@ -151,6 +172,9 @@ def response_events(plan: Plan, response_id: str, body: dict[str, Any]) -> list[
     first = "queued" if body.get("background") else "in_progress"
     build.emit("response.created", response=build.response(first))
     build.emit("response.in_progress", response=build.response("in_progress"))
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict) and reasoning.get("effort"):
+        build.reasoning(summary=reasoning.get("summary") in ("auto", "concise", "detailed"))
     if plan.text_chunks or not plan.tool_calls:
         build.message(plan.text_chunks, complete=plan.finish != "length")
     for call in plan.tool_calls:
@@ -247,6 +271,36 @@ class ResponsesRoutes:
     def reset(self) -> None:
         self.store.clear()
 
+    def _unknown_item(self, body: dict[str, Any]) -> Rejection | None:
+        """An `item_reference` must name an item of a stored response: 404 "Item with id
+        'rs_…' not found. Items are not persisted when `store` is set to false. Try again with
+        `store` set to true, or remove this item from your input." (can1357/oh-my-pi#41)."""
+        raw = body.get("input")
+        items = raw if isinstance(raw, list) else []
+        referenced = [
+            str(item.get("id"))
+            for item in items
+            if isinstance(item, dict) and item.get("type") == "item_reference"
+        ]
+        if not referenced:
+            return None
+        known = {
+            str(item.get("id"))
+            for stored in self.store.values()
+            for event in stored.events
+            if event["type"] == "response.output_item.done"
+            for item in [event["item"]]
+        }
+        for item_id in referenced:
+            if item_id not in known:
+                message = (
+                    f"Item with id '{item_id}' not found. Items are not persisted when `store` "
+                    "is set to false. Try again with `store` set to true, or remove this item "
+                    "from your input."
+                )
+                return Rejection(404, message, param="input")
+        return None
+
     async def create(self, request: Request) -> Response:
         body: dict[str, Any] = await request.json()
         transcript = from_responses(body)
@@ -257,13 +311,17 @@ class ResponsesRoutes:
         if not body.get("stream") and not background:
             verdict = Rejection(400, "The fake provider only streams: set stream=true.")
         else:
-            verdict = rules.first_violation(
-                body,
-                rules.unknown_responses_parameter,
-                rules.responses_reasoning_effort,
-                rules.background_without_store,
-                rules.responses_function_call_outputs,
-            ) or screen(self.state, transcript, directives, "responses")
+            verdict = (
+                rules.first_violation(
+                    body,
+                    rules.unknown_responses_parameter,
+                    rules.responses_reasoning_effort,
+                    rules.background_without_store,
+                    rules.responses_function_call_outputs,
+                )
+                or self._unknown_item(body)
+                or screen(self.state, transcript, directives, "responses")
+            )
         response_id = f"resp_{uuid.uuid4().hex}"
         overflow = isinstance(verdict, Rejection) and verdict.code == "context_length_exceeded"
         if isinstance(verdict, Rejection) and not overflow:
