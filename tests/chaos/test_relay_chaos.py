@@ -7,7 +7,7 @@ resume of its own. With the relay killed too, the answer continues the way the p
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -16,6 +16,7 @@ import pytest
 from perdure.testing.chat_client import chat_body, counting, user_message
 from perdure.testing.cluster import Cluster, LiveStream, running_cluster, wait_until
 from perdure.testing.fakeprovider.server import FakeProvider
+from perdure.testing.processes import PerdureProcess
 from tests.databases import database_url
 from tests.served import CLUSTER
 
@@ -26,11 +27,34 @@ AGENTS = {
 }
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path, fake_provider: FakeProvider) -> AsyncIterator[Cluster]:
-    with database_url("sqlite", tmp_path) as url:
-        async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
-            yield running
+@dataclass
+class Relayed:
+    """One cluster for the module (Temporal, a relay, a gateway): a test starts its worker."""
+
+    cluster: Cluster
+    relay_env: dict[str, str]
+    url: str
+
+    def workers(self) -> list[PerdureProcess]:
+        return [
+            p
+            for p in self.cluster.processes
+            if p.command == "worker" and p.process is not None and p.process.poll() is None
+        ]
+
+
+@pytest.fixture(scope="module")
+async def relayed(
+    tmp_path_factory: pytest.TempPathFactory, fake_provider: FakeProvider
+) -> AsyncIterator[Relayed]:
+    workdir = tmp_path_factory.mktemp("relay-chaos")
+    with database_url("sqlite", workdir) as store:
+        async with (
+            running_cluster(workdir, fake_provider, store, CLUSTER) as cluster,
+            cluster.temporal(),
+        ):
+            relay_env = await cluster.relay()
+            yield Relayed(cluster, relay_env, await cluster.gateway())
 
 
 async def answer(url: str, session: str) -> dict[str, Any]:
@@ -46,12 +70,13 @@ async def answer(url: str, session: str) -> dict[str, Any]:
 
 
 async def killed_mid_answer(
-    cluster: Cluster, agent: str, relay_env: dict[str, str], *, kill_relay: bool = False
-) -> tuple[LiveStream, str, str]:
+    relayed: Relayed, agent: str, *, kill_relay: bool = False
+) -> tuple[LiveStream, str]:
     """Send a 300-number answer, SIGKILL the worker (and the relay) after 40 numbers, start a
-    new worker (and relay); the stream, the session and the user text."""
-    worker = cluster.worker(**relay_env)
-    url = await cluster.gateway()
+    new worker (and relay); the stream and the session."""
+    cluster, relay_env, url = relayed.cluster, relayed.relay_env, relayed.url
+    if not relayed.workers():
+        await cluster.wait_polling(cluster.worker(**relay_env))
     session = f"relay-{agent}-{uuid.uuid4().hex[:6]}"
     text = f"@count 300 @delay 10 {session}"
     stream = LiveStream()
@@ -60,25 +85,24 @@ async def killed_mid_answer(
         async with http.stream("POST", "/api/chat", json=body) as response:
             reader = asyncio.create_task(stream.read(response))
             await wait_until(lambda: stream.deltas() >= 40)
-            worker.kill()
+            for worker in relayed.workers():
+                worker.kill()
             if kill_relay:
                 cluster.last_relay.kill()
                 await cluster.relay(port=int(relay_env["PERDURE_RELAY_URL"].rsplit(":", 1)[1]))
             cluster.worker(**relay_env)
             await asyncio.wait_for(reader, timeout=90)
-    return stream, url, session
+    return stream, session
 
 
 @pytest.mark.parametrize("agent", list(AGENTS))
 async def test_a_killed_worker_s_answer_is_the_single_generation_of_one_provider_request(
-    cluster: Cluster, fake_provider: FakeProvider, agent: str
+    relayed: Relayed, fake_provider: FakeProvider, agent: str
 ) -> None:
-    async with cluster.temporal():
-        relay_env = await cluster.relay()
-        stream, url, session = await killed_mid_answer(cluster, agent, relay_env)
-        stored = await answer(url, session)
+    stream, session = await killed_mid_answer(relayed, agent)
+    stored = await answer(relayed.url, session)
 
-    assert stream.done, cluster.logs()
+    assert stream.done, relayed.cluster.logs()
     assert stream.text() == counting(300)
     assert [seq for seq, _ in stream.events] == list(range(len(stream.events)))
     (request,) = fake_provider.requests_for(f"@count 300 @delay 10 {session}")
@@ -89,21 +113,17 @@ async def test_a_killed_worker_s_answer_is_the_single_generation_of_one_provider
 
 @pytest.mark.parametrize("agent", ["anthropic", "claude-4-7"])
 async def test_with_the_relay_killed_too_the_answer_continues_by_the_provider_s_own_way(
-    cluster: Cluster, fake_provider: FakeProvider, agent: str
+    relayed: Relayed, fake_provider: FakeProvider, agent: str
 ) -> None:
-    async with cluster.temporal():
-        relay_env = await cluster.relay()
-        stream, url, session = await killed_mid_answer(cluster, agent, relay_env, kill_relay=True)
-        stored = await answer(url, session)
+    stream, session = await killed_mid_answer(relayed, agent, kill_relay=True)
+    stored = await answer(relayed.url, session)
 
-    assert stream.done, cluster.logs()
+    assert stream.done, relayed.cluster.logs()
     assert stream.text() == counting(300)
     kinds = stream.recovery_kinds()
     assert ("continue", True) in kinds and ("retry", True) not in kinds, kinds
     requests = fake_provider.requests_for(f"@count 300 @delay 10 {session}")
     assert len(requests) >= 2  # the relay's copy was lost: continued by a second request
     last = requests[-1].body["messages"][-1]
-    assert last["role"] == (
-        "assistant" if agent == "anthropic" else "user"
-    )  # prefill / instruction
+    assert last["role"] == ("assistant" if agent == "anthropic" else "user")  # prefill, instruction
     assert [p["text"] for p in stored["parts"] if p["type"] == "text"] == [counting(300)]
