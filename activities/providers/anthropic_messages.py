@@ -27,12 +27,11 @@ before signatures were kept) makes its tool loop go on without `thinking`, as th
 error advises ("To avoid this requirement, disable `thinking`").
 """
 
-import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from anthropic import APIConnectionError, AsyncStream, omit
+from anthropic import AsyncStream, omit
 from anthropic.types import (
     AssistantMessageParam,
     InputJSONDelta,
@@ -64,7 +63,7 @@ from anthropic.types import (
 
 from activities.providers.base import ModelRequest, ProviderError
 from activities.providers.clients import anthropic_client
-from activities.providers.common import FinishReason, parse_arguments, translate_errors
+from activities.providers.common import FinishReason, parse_arguments
 from activities.providers.config import ProviderConfig
 from activities.providers.continuation_modes import (
     CONTINUE_INSTRUCTION,
@@ -72,7 +71,7 @@ from activities.providers.continuation_modes import (
     RELAY,
     Continuation,
 )
-from activities.providers.relayed import RelayedStream, cancel_relayed, final_when_attaching
+from activities.providers.relayed import RelayedStream, cancel_relayed, relayed_events
 from perdure.domain.conversation import AssistantItem, ToolResultItem, UserItem
 from perdure.domain.model_rules import ModelRules, claude_rules
 from perdure.domain.overlap import OverlapTrimmer
@@ -87,7 +86,6 @@ from perdure.domain.provider_events import (
     ToolCallStart,
 )
 
-log = logging.getLogger(__name__)
 Block = (
     TextBlockParam
     | ToolUseBlockParam
@@ -347,16 +345,9 @@ class AnthropicMessagesProvider:
         """A relayed stream is stopped at the relay; the Messages API itself keeps nothing."""
         await cancel_relayed(self.config, response_id)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         relayed = RelayedStream.of(request, self.config)
-        try:
-            async for event in translate_errors(self.label, self._events(request, relayed)):
-                yield event
-        except ProviderError as error:
-            final = final_when_attaching(relayed, error)
-            if final is error:
-                raise
-            raise final from error
+        return relayed_events(self.label, relayed, self._events(request, relayed))
 
     async def _events(
         self, request: ModelRequest, relayed: RelayedStream
@@ -381,14 +372,8 @@ class AnthropicMessagesProvider:
                 stream=True,
             )
 
-        try:
-            stream = await create(relayed)
-        except APIConnectionError:
-            if not relayed.on or relayed.attaching or self.config.anthropic_api_key is None:
-                raise
-            log.warning("the provider relay cannot be reached; %s goes direct", self.label)
-            relayed = RelayedStream(stream_id=None)
-            stream = await create(relayed)
+        has_key = self.config.anthropic_api_key is not None
+        stream, relayed = await relayed.open(create, label=self.label, has_key=has_key)
         by_instruction = continues_by_instruction(request, rules)
         reader = _Reader(
             dedupe=WhitespaceDeduper(None if by_instruction else request.prefill),
@@ -396,13 +381,8 @@ class AnthropicMessagesProvider:
         )
         async with stream:
             async for event in stream:
-                translated = reader.read(event)
-                if relayed.advance():
-                    for new in translated:
-                        yield new
-                    cursor = relayed.cursor()
-                    if cursor is not None:
-                        yield cursor
+                for new in relayed.passed(reader.read(event)):
+                    yield new
                 if reader.stopped:
                     break
         if not reader.stopped:

@@ -23,7 +23,6 @@ supplied: continue_final_message`), so they are never sent by default.
 """
 
 import json
-import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -44,7 +43,6 @@ from activities.providers.common import (
     FinishReason,
     dump_arguments,
     parse_arguments,
-    translate_errors,
 )
 from activities.providers.config import ProviderConfig
 from activities.providers.continuation_modes import (
@@ -54,7 +52,7 @@ from activities.providers.continuation_modes import (
     ChatContinuation,
     Continuation,
 )
-from activities.providers.relayed import RelayedStream, cancel_relayed, final_when_attaching
+from activities.providers.relayed import RelayedStream, cancel_relayed, relayed_events
 from activities.providers.sse import event_data
 from perdure.domain.conversation import AssistantItem, UserItem
 from perdure.domain.overlap import OverlapTrimmer
@@ -83,8 +81,6 @@ _DECLARED: dict[ChatContinuation, Continuation] = {
 
 VLLM_CONTINUE: dict[str, object] = {"continue_final_message": True, "add_generation_prompt": False}
 """vLLM's extra body for a real continuation of the final assistant message."""
-
-log = logging.getLogger(__name__)
 
 
 def chat_messages(
@@ -244,16 +240,9 @@ class OpenAIChatProvider:
         """A relayed stream is stopped at the relay; Chat Completions itself keeps nothing."""
         await cancel_relayed(self.config, response_id)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         relayed = RelayedStream.of(request, self.config)
-        try:
-            async for event in translate_errors(self.label, self._events(request, relayed)):
-                yield event
-        except ProviderError as error:
-            final = final_when_attaching(relayed, error)
-            if final is error:
-                raise
-            raise final from error
+        return relayed_events(self.label, relayed, self._events(request, relayed))
 
     async def _events(
         self, request: ModelRequest, relayed: RelayedStream
@@ -292,14 +281,8 @@ class OpenAIChatProvider:
                 stream_cls=openai.AsyncStream[ChatCompletionChunk],
             )
 
-        try:
-            stream = await post(relayed)
-        except openai.APIConnectionError:
-            if not relayed.on or relayed.attaching or self.config.openai_api_key is None:
-                raise
-            log.warning("the provider relay cannot be reached; %s goes direct", self.label)
-            relayed = RelayedStream(stream_id=None)
-            stream = await post(relayed)
+        has_key = self.config.openai_api_key is not None
+        stream, relayed = await relayed.open(post, label=self.label, has_key=has_key)
         by_instruction = continuing and self.mode == "instruction"
         trim = OverlapTrimmer(request.prefill or "" if by_instruction else "")
         calls = ToolCallAccumulator()
@@ -321,12 +304,8 @@ class OpenAIChatProvider:
                     for fragment in fragments:
                         events.extend(calls.feed(fragment))
                     reason = choice.get("finish_reason") or reason
-                if relayed.advance():  # a re-attached stream: only what the log lacks
-                    for event in events:
-                        yield event
-                    cursor = relayed.cursor()
-                    if cursor is not None:
-                        yield cursor
+                for event in relayed.passed(events):  # re-attached: what the log lacks
+                    yield event
         if reason is None:
             raise ProviderError(
                 f"{self.label}: the stream ended without a finish reason", retryable=True

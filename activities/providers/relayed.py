@@ -15,16 +15,22 @@ response.
 """
 
 import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
+import anthropic
 import httpx
+import openai
 
 from activities.providers.base import ModelRequest, ProviderError
+from activities.providers.common import translate_errors
 from activities.providers.config import ProviderConfig
-from perdure.domain.provider_events import ResponseCursor
+from perdure.domain.provider_events import ProviderEvent, ResponseCursor
 from perdure.domain.relay_protocol import ATTACH_HEADER, CURSOR_PREFIX, STREAM_HEADER
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 CANCEL_TIMEOUT = httpx.Timeout(5.0)
 
 
@@ -62,29 +68,51 @@ class RelayedStream:
             headers[ATTACH_HEADER] = "1"
         return headers
 
-    def advance(self) -> bool:
-        """Count the next event; True when the log does not hold what it produces yet."""
+    def passed(self, produced: list[ProviderEvent]) -> list[ProviderEvent]:
+        """Count one provider event; what it produced, followed by its cursor, unless the log
+        already holds it (an event up to the re-attach's cursor)."""
         self.index += 1
-        return self.index > self.after
-
-    def cursor(self) -> ResponseCursor | None:
+        if self.index <= self.after:
+            return []
         if self.stream_id is None:
-            return None
-        return ResponseCursor(
+            return produced
+        cursor = ResponseCursor(
             response_id=CURSOR_PREFIX + self.stream_id, sequence_number=self.index
         )
+        return [*produced, cursor]
+
+    async def open(
+        self, send: Callable[["RelayedStream"], Awaitable[T]], *, label: str, has_key: bool
+    ) -> tuple[T, "RelayedStream"]:
+        """`send(self)`; a relay that cannot be reached for a new stream is skipped (straight
+        to the provider, with the worker's own key): the stream and how it is relayed."""
+        try:
+            return await send(self), self
+        except (openai.APIConnectionError, anthropic.APIConnectionError):
+            if not self.on or self.attaching or not has_key:
+                raise
+        log.warning("the provider relay cannot be reached; %s goes direct", label)
+        direct = RelayedStream(stream_id=None)
+        return await send(direct), direct
 
 
-def final_when_attaching(relayed: RelayedStream, error: ProviderError) -> ProviderError:
-    """A re-attached stream that fails is not retried as it is: the step continues from its
-    log by the provider's own continuation (a non-retryable error says so)."""
-    if not relayed.attaching or not error.retryable:
-        return error
-    return ProviderError(
-        f"the relay's copy of stream {relayed.stream_id} cannot be read on: {error}",
-        retryable=False,
-        status=error.status,
-    )
+async def relayed_events(
+    label: str, relayed: RelayedStream, events: AsyncGenerator[ProviderEvent, None]
+) -> AsyncIterator[ProviderEvent]:
+    """`events`, their failures as `ProviderError`s. A re-attached stream that fails is not
+    retried as it is: the step continues from its log by the provider's own continuation (a
+    non-retryable error says so)."""
+    try:
+        async for event in translate_errors(label, events):
+            yield event
+    except ProviderError as error:
+        if not relayed.attaching or not error.retryable:
+            raise
+        raise ProviderError(
+            f"the relay's copy of stream {relayed.stream_id} cannot be read on: {error}",
+            retryable=False,
+            status=error.status,
+        ) from error
 
 
 async def cancel_relayed(config: ProviderConfig, response_id: str) -> None:
