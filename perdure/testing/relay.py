@@ -1,16 +1,14 @@
 """A provider relay in this process, on a free port, in front of the fake provider."""
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-import uvicorn
 from pydantic import SecretStr
 
 from perdure.relay.app import Relay, RelayConfig, relay_app
 from perdure.relay.held import RelayLimits
 from perdure.testing.fakeprovider.server import FakeProvider
-from perdure.testing.stack import free_port
+from perdure.testing.stack import serving
 
 RELAY_SECRET = SecretStr("relay-test-secret")
 
@@ -31,17 +29,5 @@ def relay_config_for(fake: FakeProvider, limits: RelayLimits | None = None) -> R
 async def running_relay(config: RelayConfig) -> AsyncIterator[tuple[str, Relay]]:
     """(its URL, the relay): served until the block ends."""
     relay = Relay(config)
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(relay_app(relay), host="127.0.0.1", port=port, log_level="warning")
-    )
-    serving = asyncio.create_task(server.serve())
-    while not server.started:
-        if serving.done():
-            serving.result()
-        await asyncio.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}", relay
-    finally:
-        server.should_exit = True
-        await serving
+    async with serving(relay_app(relay)) as url:
+        yield url, relay

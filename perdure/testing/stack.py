@@ -7,9 +7,11 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import uvicorn
 from sqlalchemy import delete
+from starlette.types import ASGIApp
 from temporalio.client import Client
 
 from gateway.app import create_app
@@ -34,6 +36,28 @@ class Stack:
     url: str
     services: Services
     settings: Settings
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    app: ASGIApp, *, port: int | None = None, lifespan: Literal["auto", "on"] = "auto"
+) -> AsyncIterator[str]:
+    """`app` served by uvicorn in this event loop on `port` (a free one when None), until the
+    block ends: its URL, once it accepts connections (an error at start is raised here)."""
+    port = port or free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan)
+    )
+    running = asyncio.create_task(server.serve())
+    while not server.started:
+        if running.done():
+            running.result()
+        await asyncio.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await running
 
 
 @contextlib.asynccontextmanager
@@ -65,26 +89,8 @@ async def running_stack(
         worker = build_worker(services, served)
         await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)
         await sync_declared_schedules(services, served)
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(services=services),
-                host="127.0.0.1",
-                port=port,
-                log_level="warning",
-                lifespan="on",
-            )
-        )
-        async with worker:
-            serving = asyncio.create_task(server.serve())
-            while not server.started:
-                if serving.done():
-                    serving.result()
-                await asyncio.sleep(0.01)
-            try:
-                yield Stack(url=f"http://127.0.0.1:{port}", services=services, settings=settings)
-            finally:
-                server.should_exit = True
-                await serving
+        async with worker, serving(create_app(services=services), port=port, lifespan="on") as url:
+            yield Stack(url=url, services=services, settings=settings)
 
 
 async def delete_stored_keys(stack: Stack) -> None:

@@ -14,13 +14,12 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from gateway.app import create_app
 from perdure.runtime.settings import ApiKeys
 from perdure.testing.chat_client import counting, send
 from perdure.testing.fakeprovider.anthropic import THINKING
-from perdure.testing.stack import Stack, free_port
+from perdure.testing.stack import Stack, free_port, serving
 from tests.approval_agents import tool_runs
 from tests.e2e.terminal import UP, Terminal, run_perdure
 
@@ -66,18 +65,8 @@ async def keyed_gateway(stack: Stack) -> AsyncIterator[str]:
     """A second gateway on the same stack that wants `Authorization: Bearer key-a`."""
     settings = stack.settings.model_copy(update={"api_keys": ApiKeys.parse("key-a:alpha")})
     app = create_app(services=dataclasses.replace(stack.services, settings=settings))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    serving = asyncio.create_task(server.serve())
-    while not server.started:
-        if serving.done():
-            serving.result()
-        await asyncio.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await serving
+    async with serving(app) as url:
+        yield url
 
 
 async def test_a_message_streams_its_answer_in_a_new_chat(
