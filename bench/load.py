@@ -37,11 +37,13 @@ same instant; every answer is `@count 30 @delay 50`: 30 tokens at 20 tokens/s. P
 
 import argparse
 import asyncio
+import contextlib
 import shutil
 import subprocess
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -166,62 +168,50 @@ async def _measured_run(
     delay_ms: int,
     timeout: float,
 ) -> None:
-    with RemoteFakeProvider(workdir) as fake, database_url(store, workdir) as url:
-        async with running_cluster(workdir, fake, url, SERVED) as cluster:
-            async with cluster.temporal() as temporal:
-                worker = cluster.worker()
-                gateway_url = await cluster.gateway()
-                await cluster.wait_polling(worker)
-                pids = {
-                    "worker": worker.pid,
-                    "gateway": cluster.last_gateway.pid,
-                    "fake provider": fake.pid,
-                }
-                if isinstance(temporal, subprocess.Popen):
-                    pids["temporal"] = temporal.pid
-                # The PostgreSQL server shares the machine: its CPU is part of the picture.
-                meter = CpuMeter(pids, {"PostgreSQL": "postgres"} if store == "postgres" else None)
-                warm_up = CountingTurn(f"warm-up-{uuid.uuid4().hex[:6]}", count, delay_ms)
-                tag = f"load-{uuid.uuid4().hex[:6]}-"
-                turns = [CountingTurn(f"{tag}{n}", count, delay_ms) for n in range(chats)]
-                limits = httpx.Limits(max_connections=chats + 10)
-                http_timeout = httpx.Timeout(timeout, connect=30)
-                async with httpx.AsyncClient(
-                    base_url=gateway_url, timeout=http_timeout, limits=limits
-                ) as http:
-                    await warm_up.run(http, timeout)  # the first turn's imports
-                    print(f"{label}: cluster up, starting the chats", flush=True)
-                    meter.start()
-                    started = time.monotonic()
-                    finished: list[CountingTurn] = []
+    async with load_cluster(workdir, store) as cluster:
+        fake, url, gateway_url = cluster.fake, cluster.store_url, cluster.gateway_url
+        pids, meter = cluster.pids, cluster.meter
+        warm_up = CountingTurn(f"warm-up-{uuid.uuid4().hex[:6]}", count, delay_ms)
+        tag = f"load-{uuid.uuid4().hex[:6]}-"
+        turns = [CountingTurn(f"{tag}{n}", count, delay_ms) for n in range(chats)]
+        limits = httpx.Limits(max_connections=chats + 10)
+        http_timeout = httpx.Timeout(timeout, connect=30)
+        async with httpx.AsyncClient(
+            base_url=gateway_url, timeout=http_timeout, limits=limits
+        ) as http:
+            await warm_up.run(http, timeout)  # the first turn's imports
+            print(f"{label}: cluster up, starting the chats", flush=True)
+            meter.start()
+            started = time.monotonic()
+            finished: list[CountingTurn] = []
 
-                    async def tracked(turn: CountingTurn) -> None:
-                        await turn.run(http, timeout)
-                        finished.append(turn)
+            async def tracked(turn: CountingTurn) -> None:
+                await turn.run(http, timeout)
+                finished.append(turn)
 
-                    reporter = asyncio.create_task(progress(label, turns, finished, pids, started))
-                    try:
-                        await asyncio.gather(*(tracked(turn) for turn in turns))
-                    finally:
-                        reporter.cancel()
-                    result.wall = time.monotonic() - started
-                    meter.stop()
-                    result.peak_mb = peak_memory(pids)
-                    observation = await fake.observe(contains=tag)
-                    judging = asyncio.Semaphore(20)
-                    exact: list[CountingTurn] = []
+            reporter = asyncio.create_task(progress(label, turns, finished, pids, started))
+            try:
+                await asyncio.gather(*(tracked(turn) for turn in turns))
+            finally:
+                reporter.cancel()
+            result.wall = time.monotonic() - started
+            meter.stop()
+            result.peak_mb = peak_memory(pids)
+            observation = await fake.observe(contains=tag)
+            judging = asyncio.Semaphore(20)
+            exact: list[CountingTurn] = []
 
-                    async def judged(turn: CountingTurn) -> None:
-                        async with judging:
-                            if await judge(http, turn, result):
-                                exact.append(turn)
+            async def judged(turn: CountingTurn) -> None:
+                async with judging:
+                    if await judge(http, turn, result):
+                        exact.append(turn)
 
-                    await asyncio.gather(*(judged(turn) for turn in turns))
-                result.cpu = meter.summary(result.wall)
-                rows = await asyncio.to_thread(
-                    chunk_row_times, url, [m for t in exact if (m := message_id(t))]
-                )
-                measure(result, turns, exact, observation, rows)
+            await asyncio.gather(*(judged(turn) for turn in turns))
+        result.cpu = meter.summary(result.wall)
+        rows = await asyncio.to_thread(
+            chunk_row_times, url, [m for t in exact if (m := message_id(t))]
+        )
+        measure(result, turns, exact, observation, rows)
 
 
 async def progress(
@@ -251,6 +241,38 @@ async def progress(
             f"RSS (MB) {memory}",
             flush=True,
         )
+
+
+@dataclass
+class LoadCluster:
+    """What a load run measures: one worker and one gateway, each its own process, on a fresh
+    store and Temporal dev server, the fake provider in a process of its own."""
+
+    fake: RemoteFakeProvider
+    store_url: str
+    gateway_url: str
+    pids: dict[str, int]
+    meter: CpuMeter
+
+
+@contextlib.asynccontextmanager
+async def load_cluster(workdir: Path, store: str) -> AsyncIterator[LoadCluster]:
+    with RemoteFakeProvider(workdir) as fake, database_url(store, workdir) as url:
+        async with running_cluster(workdir, fake, url, SERVED) as cluster:
+            async with cluster.temporal() as temporal:
+                worker = cluster.worker()
+                gateway_url = await cluster.gateway()
+                await cluster.wait_polling(worker)
+                pids = {
+                    "worker": worker.pid,
+                    "gateway": cluster.last_gateway.pid,
+                    "fake provider": fake.pid,
+                }
+                if isinstance(temporal, subprocess.Popen):
+                    pids["temporal"] = temporal.pid
+                # The PostgreSQL server shares the machine: its CPU is part of the picture.
+                meter = CpuMeter(pids, {"PostgreSQL": "postgres"} if store == "postgres" else None)
+                yield LoadCluster(fake, url, gateway_url, pids, meter)
 
 
 def peak_memory(pids: dict[str, int]) -> dict[str, float]:

@@ -16,7 +16,6 @@ is exact, TTFT p95 ≤ 1 s and relay p95 ≤ 100 ms; the highest sustained rate 
 
 import argparse
 import asyncio
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -24,10 +23,10 @@ from tempfile import TemporaryDirectory
 
 import httpx
 
-from bench._support import SERVED, CpuMeter, RemoteFakeProvider, p50_p95
-from bench.load import LoadRun, chunk_row_times, judge, measure, message_id
-from perdure.testing.cluster import CountingTurn, running_cluster
-from perdure.testing.databases import database_url, postgres_available
+from bench._support import p50_p95
+from bench.load import LoadRun, chunk_row_times, judge, load_cluster, measure, message_id
+from perdure.testing.cluster import CountingTurn
+from perdure.testing.databases import postgres_available
 
 TTFT_P95_BOUND_MS = 1000.0
 RELAY_P95_BOUND_MS = 100.0
@@ -45,45 +44,32 @@ async def one_rate(
 ) -> tuple[LoadRun, str]:
     chats = max(1, round(rate * seconds))
     result = LoadRun(store=store, chats=chats)
+    tag = f"steady-{uuid.uuid4().hex[:6]}-"
+    turns = [CountingTurn(f"{tag}{n}", count, delay_ms) for n in range(chats)]
+    timeout = httpx.Timeout(count * delay_ms / 1000 + 120, connect=30)
+    limits = httpx.Limits(max_connections=chats + 10)
     with TemporaryDirectory() as tmp:
-        workdir = Path(tmp)
-        with RemoteFakeProvider(workdir) as fake, database_url(store, workdir) as url:
-            async with running_cluster(workdir, fake, url, SERVED) as cluster:
-                async with cluster.temporal() as temporal:
-                    worker = cluster.worker()
-                    gateway_url = await cluster.gateway()
-                    await cluster.wait_polling(worker)
-                    pids = {"worker": worker.pid, "gateway": cluster.last_gateway.pid}
-                    if isinstance(temporal, subprocess.Popen):
-                        pids["temporal"] = temporal.pid
-                    meter = CpuMeter(
-                        pids, {"PostgreSQL": "postgres"} if store == "postgres" else None
-                    )
-                    tag = f"steady-{uuid.uuid4().hex[:6]}-"
-                    turns = [CountingTurn(f"{tag}{n}", count, delay_ms) for n in range(chats)]
-                    timeout = httpx.Timeout(count * delay_ms / 1000 + 120, connect=30)
-                    limits = httpx.Limits(max_connections=chats + 10)
-                    async with httpx.AsyncClient(
-                        base_url=gateway_url, timeout=timeout, limits=limits
-                    ) as http:
-                        warm_up = CountingTurn(f"warm-{uuid.uuid4().hex[:6]}", 5, 10)
-                        await warm_up.run(http)
-                        meter.start()
-                        started = time.monotonic()
-                        running = []
-                        for n, turn in enumerate(turns):
-                            await asyncio.sleep(max(0.0, started + n / rate - time.monotonic()))
-                            running.append(asyncio.create_task(turn.run(http, 600)))
-                        await asyncio.gather(*running)
-                        result.wall = time.monotonic() - started
-                        meter.stop()
-                        observation = await fake.observe(contains=tag)
-                        exact = [turn for turn in turns if await judge(http, turn, result)]
-                    rows = await asyncio.to_thread(
-                        chunk_row_times, url, [m for t in exact if (m := message_id(t))]
-                    )
-                    measure(result, turns, exact, observation, rows)
-                    return result, meter.summary(result.wall)
+        async with (
+            load_cluster(Path(tmp), store) as cluster,
+            httpx.AsyncClient(base_url=cluster.gateway_url, timeout=timeout, limits=limits) as http,
+        ):
+            await CountingTurn(f"warm-{uuid.uuid4().hex[:6]}", 5, 10).run(http)
+            cluster.meter.start()
+            started = time.monotonic()
+            answering = []
+            for n, turn in enumerate(turns):
+                await asyncio.sleep(max(0.0, started + n / rate - time.monotonic()))
+                answering.append(asyncio.create_task(turn.run(http, 600)))
+            await asyncio.gather(*answering)
+            result.wall = time.monotonic() - started
+            cluster.meter.stop()
+            observation = await cluster.fake.observe(contains=tag)
+            exact = [turn for turn in turns if await judge(http, turn, result)]
+            rows = await asyncio.to_thread(
+                chunk_row_times, cluster.store_url, [m for t in exact if (m := message_id(t))]
+            )
+        measure(result, turns, exact, observation, rows)
+        return result, cluster.meter.summary(result.wall)
 
 
 def sustained(run: LoadRun) -> bool:
