@@ -152,11 +152,7 @@ class Relay:
 
 
 def _replayed(held: HeldStream) -> StreamingResponse:
-    async def chunks() -> AsyncIterator[bytes]:
-        async for chunk in held.replay():
-            yield chunk
-
-    return StreamingResponse(chunks(), status_code=held.status, headers=dict(held.headers))
+    return StreamingResponse(held.replay(), status_code=held.status, headers=dict(held.headers))
 
 
 def relay_app(relay: Relay) -> Starlette:
