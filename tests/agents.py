@@ -22,7 +22,10 @@ from perdure.domain.recovery_boot import RecoveryBoot
 from perdure.domain.ui import UIMessage
 from tests.fiber_agents import FiberTools
 
-QUICK = RecoveryPolicy(max_attempts=3, stall_timeout=timedelta(seconds=1))
+QUICK = RecoveryPolicy(max_attempts=3, stall_timeout=timedelta(seconds=5))
+"""Three attempts; a stall budget generous enough that a loaded CI machine (two lanes on two
+cores, a long-lived test process's garbage collection) never adds a stall of its own to a test
+that counts recoveries. Specifications of stalls use `StallingAgent`."""
 
 recovery_contexts: list[ChatRecoveryContext] = []
 exhausted_contexts: list[ExhaustedContext] = []
@@ -57,6 +60,13 @@ class ChatCompletionsAgent(WaitingTools, DefaultAgent):
         """Stash a note for recovery hooks."""
         await stash({"note": note})
         return "noted"
+
+
+class StallingAgent(ChatCompletionsAgent):
+    """`default`, for providers that go silent on purpose: half a second of silence is a stall."""
+
+    name = "stalling"
+    recovery = QUICK.model_copy(update={"stall_timeout": timedelta(milliseconds=500)})
 
 
 class ResponsesAgent(WaitingTools, DefaultAgent):

@@ -86,7 +86,7 @@ async def test_a_stalled_provider_is_aborted_and_the_turn_recovers(
 ) -> None:
     session = new_session()
 
-    streamed = await send(http, session, unique("@count 40 @stall_after 12"))
+    streamed = await send(http, session, unique("@count 40 @stall_after 12"), agent="stalling")
 
     assert streamed.text() == counting(40)
     assert "chat.stream.stalled" in await events_of(http, session)
