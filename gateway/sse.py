@@ -104,6 +104,28 @@ def ends_stream(chunk: Chunk, *, continued: bool) -> bool:
     return not (continued and is_park(chunk))
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """Rows read together, sent as one write: a write per event costs a pass through every
+    middleware and a system call apiece."""
+
+    data: bytes
+    rows: list[tuple[int, Chunk]]
+    """The rows sent: up to the terminal chunk that ends the stream, when there is one."""
+    ended: bool
+    """A terminal chunk ended the stream (`[DONE]` follows it in `data`)."""
+
+
+def _batch(submission_id: str, rows: list[tuple[int, Chunk]]) -> _Batch:
+    events: list[bytes] = []
+    for index, (seq, chunk) in enumerate(rows):
+        events.append(_event(submission_id, seq, chunk))
+        if ends_stream(chunk, continued=index + 1 < len(rows)):
+            events.append(DONE)
+            return _Batch(b"".join(events), rows[: index + 1], ended=True)
+    return _Batch(b"".join(events), rows, ended=False)
+
+
 async def relay(
     db: Database,
     watcher: LogWatcher,
@@ -119,18 +141,18 @@ async def relay(
     `first` is the log's first read, when the caller has done it already. The stream reads
     nothing itself after that: the process's `watcher` hands it the rows that follow.
     `meter` measures each chunk once it is written to the client (the next item is asked
-    for only then).
+    for only then). The rows of one read are written together.
     """
     meter = meter or RelayMeter()
     rows = await read_chunks(db, message_id=message_id, after=after) if first is None else first
-    cursor = after
-    for index, (seq, chunk) in enumerate(rows):
-        yield _event(submission_id, seq, chunk)
-        meter.relayed(chunk)
-        cursor = seq
-        if ends_stream(chunk, continued=index + 1 < len(rows)):
-            yield DONE
-            return
+    batch = _batch(submission_id, rows)
+    if batch.rows:
+        yield batch.data
+        for _, chunk in batch.rows:
+            meter.relayed(chunk)
+    if batch.ended:
+        return
+    cursor = rows[-1][0] if rows else after
     quiet_since = time.monotonic()
     with watcher.follow(message_id, after=cursor) as follow:
         while True:
@@ -138,12 +160,13 @@ async def relay(
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(quiet_since + KEEP_ALIVE_SECONDS - time.monotonic()):
                     rows = await follow.next()
-            for index, (seq, chunk) in enumerate(rows):
-                yield _event(submission_id, seq, chunk)
-                meter.relayed(chunk, follow.committed_at(seq))
-                if ends_stream(chunk, continued=index + 1 < len(rows)):
-                    yield DONE
-                    return
+            batch = _batch(submission_id, rows)
+            if batch.rows:
+                yield batch.data
+                for seq, chunk in batch.rows:
+                    meter.relayed(chunk, follow.committed_at(seq))
+            if batch.ended:
+                return
             if rows:
                 quiet_since = time.monotonic()
             elif time.monotonic() - quiet_since >= KEEP_ALIVE_SECONDS:

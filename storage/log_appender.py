@@ -6,6 +6,11 @@ while a flush is in flight, chunks from any log accumulate for the next one. Lat
 about one write, and under load a flush carries more chunks instead of the store taking more
 transactions: a hundred streaming chats cost one writer, not a hundred contending for the lock.
 
+When a flush carried the logs of several turns, the next one starts no sooner than `interval`
+after it began: each turn's deltas of that interval are joined into one row (and one SSE event
+for each client, `perdure.domain.delta_coalescing`), so the cost per streamed token falls as
+the load rises. A lone turn's chunks are still written one flush each, at once.
+
 A flush runs whole on a thread of its own with one connection of its own: one hop from the
 event loop and back per transaction. Through the async driver every statement is one or more
 hops, each waiting its turn in a loop that is busy relaying those same chats' streams.
@@ -21,6 +26,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
+from perdure.domain.delta_coalescing import coalesce_deltas
 from perdure.domain.ui import Chunk
 from storage.bus import ChunkBus
 from storage.chunks import LogBatch, LogWriter, ProviderCursor, StaleWriter, insert_batches
@@ -47,11 +53,17 @@ class LogAppender:
     """
 
     def __init__(
-        self, db: Database, bus: ChunkBus, *, max_chunks: int = MAX_CHUNKS_PER_FLUSH
+        self,
+        db: Database,
+        bus: ChunkBus,
+        *,
+        max_chunks: int = MAX_CHUNKS_PER_FLUSH,
+        interval: float = 0.0,
     ) -> None:
         self._db = db
         self._bus = bus
         self._max_chunks = max_chunks
+        self._interval = interval
         self._queue: deque[BufferedLog] = deque()
         self._task: asyncio.Task[None] | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perdure-log-appender")
@@ -92,6 +104,7 @@ class LogAppender:
 
     async def _run(self) -> None:
         while self._queue:
+            started = time.monotonic()
             carried: list[BufferedLog] = []
             batches: list[LogBatch] = []
             for pending in self._next_flush():
@@ -101,6 +114,8 @@ class LogAppender:
                     batches.append(batch)
             if batches:
                 await self._flush(carried, batches)
+            if len(batches) > 1:  # several turns stream: let their deltas gather
+                await asyncio.sleep(started + self._interval - time.monotonic())
 
     def _write(self, batches: list[LogBatch]) -> list[int | StaleWriter]:
         """On `_thread`: the flush's transaction."""
@@ -201,7 +216,7 @@ class BufferedLog:
             self._wake()
             return None
         cursor = ProviderCursor(self._submission_id, self._cursor) if self._cursor else None
-        batch = LogBatch(self.message_id, self._writer, self._buffer, cursor)
+        batch = LogBatch(self.message_id, self._writer, coalesce_deltas(self._buffer), cursor)
         self._buffer, self._cursor = [], None
         self._in_flight = True
         return batch

@@ -70,7 +70,7 @@ async def open_services(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(ready.wait(), timeout=5)
         client = client or await connect_temporal(settings)
-        appender = LogAppender(db, bus)
+        appender = LogAppender(db, bus, interval=settings.log_flush_interval)
         try:
             yield Services(
                 settings=settings,

@@ -189,6 +189,12 @@ class Settings(BaseSettings):
     max_message_bytes: int = Field(default=1_000_000, alias="PERDURE_MAX_MESSAGE_BYTES", gt=0)
     poll_interval: float = Field(default=0.02, alias="PERDURE_POLL_INTERVAL", gt=0)
     """Seconds between log reads when no wake-up bus reaches this gateway."""
+    log_flush_interval: float = Field(
+        default=0.025, alias="PERDURE_LOG_FLUSH_INTERVAL", ge=0, le=1, allow_inf_nan=False
+    )
+    """Seconds between the starts of two chunk-log flushes while several turns stream: their
+    deltas of that time join into one row and one SSE event (storage/log_appender.py). 0: every
+    flush as soon as the previous one ends."""
     worker_shutdown_grace: float = Field(default=30.0, alias="PERDURE_WORKER_SHUTDOWN_GRACE", gt=0)
     """Seconds a stopping worker gives its running activities before handing them over."""
     chunk_retention_hours: float = Field(

@@ -26,7 +26,7 @@ from storage.submissions import get_submission
 from storage.tables import SubmissionRow
 from storage.timing import now
 
-Appenders = Callable[[ChunkBus], LogAppender]
+Appenders = Callable[..., LogAppender]
 
 
 @pytest.fixture
@@ -34,8 +34,8 @@ async def appenders(store: Database) -> AsyncIterator[Appenders]:
     """Appenders of the store, each as a process has one; closed after the test."""
     made: list[LogAppender] = []
 
-    def make(bus: ChunkBus) -> LogAppender:
-        made.append(LogAppender(store, bus))
+    def make(bus: ChunkBus, interval: float = 0.0) -> LogAppender:
+        made.append(LogAppender(store, bus, interval=interval))
         return made[-1]
 
     yield make
@@ -44,7 +44,8 @@ async def appenders(store: Database) -> AsyncIterator[Appenders]:
 
 
 def delta(n: int) -> dict[str, object]:
-    return {"type": "text-delta", "id": "t", "delta": f" {n}"}
+    """A delta of a text part of its own: deltas of one part would be joined into one row."""
+    return {"type": "text-delta", "id": f"t{n}", "delta": f" {n}"}
 
 
 def new_log() -> str:
@@ -117,6 +118,65 @@ async def test_chunks_added_while_a_flush_is_in_flight_go_together_in_the_next_o
 
     assert appender.flushes == 2
     assert [writer.last_seq for writer in writers] == [2] + [1] * 9
+
+
+def part_delta(text: str) -> dict[str, object]:
+    return {"type": "text-delta", "id": "t", "delta": text}
+
+
+async def test_a_turns_deltas_of_one_flush_are_written_as_one_row(
+    store: Database, appenders: Appenders
+) -> None:
+    appender = appenders(ChunkBus(reliable=True))
+    log = new_log()
+    writer = appender.writer(message_id=log, writer=LogWriter("w", 1), submission_id="-")
+
+    writer.add([part_delta("1"), part_delta(" 2")])
+    writer.add([part_delta(" 3"), {"type": "text-end", "id": "t"}])
+    await writer.flush()
+
+    assert [chunk for _, chunk in await read_chunks(store, message_id=log)] == [
+        part_delta("1 2 3"),
+        {"type": "text-end", "id": "t"},
+    ]
+    assert writer.last_seq == 1
+
+
+async def test_while_several_turns_stream_their_deltas_gather_for_the_interval(
+    store: Database, appenders: Appenders
+) -> None:
+    appender = appenders(ChunkBus(reliable=True), interval=0.5)
+    logs = [new_log(), new_log()]
+    writers = [
+        appender.writer(message_id=log, writer=LogWriter("w", 1), submission_id="-") for log in logs
+    ]
+    for writer in writers:
+        writer.add([part_delta("a")])
+    await asyncio.gather(*(writer.flush() for writer in writers))
+
+    for text in ("b", "c", "d"):  # each after the previous flush, inside the interval
+        for writer in writers:
+            writer.add([part_delta(text)])
+        await asyncio.sleep(0.02)
+    await asyncio.gather(*(writer.flush() for writer in writers))
+
+    assert appender.flushes == 2
+    for log in logs:
+        assert await deltas(store, log) == ["a", "bcd"]
+
+
+async def test_a_lone_turns_chunks_are_written_at_once_whatever_the_interval(
+    store: Database, appenders: Appenders
+) -> None:
+    appender = appenders(ChunkBus(reliable=True), interval=60.0)
+    writer = appender.writer(message_id=new_log(), writer=LogWriter("w", 1), submission_id="-")
+
+    async with asyncio.timeout(10):  # far below the interval
+        for n in range(3):
+            writer.add([delta(n)])
+            await writer.flush()
+
+    assert appender.flushes == 3
 
 
 async def test_a_stale_writers_batch_is_refused_without_failing_the_others(
