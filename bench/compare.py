@@ -61,6 +61,7 @@ from temporalio.client import Client
 
 from bench._support import SERVED, Observation, ProviderRequest, RemoteFakeProvider, p50_p95
 from bench.alternatives._common import WORKER_READY, AltProcess, wait_healthy
+from bench.delta_matching import covering_events
 from bench.latency import percentile
 from perdure.domain.names import turn_workflow_id
 from perdure.runtime.temporal_dev import dev_server
@@ -428,20 +429,16 @@ def relay_samples(turn: Turn, requests: list[ProviderRequest]) -> list[float]:
     pieces = words(counting(turn.count))
     if not turn.exact() or len(requests) != 1 or len(requests[0].delta_times) != len(pieces):
         return []
-    reached: list[tuple[int, float]] = []
-    length = 0
-    for (_, chunk), at in zip(turn.stream.events, turn.stream.received_at, strict=True):
-        if chunk["type"] == "text-delta":
-            length += len(chunk.get("delta", ""))
-            reached.append((length, at))
-    samples: list[float] = []
-    end = index = 0
-    for piece, written in zip(pieces, requests[0].delta_times, strict=True):
-        end += len(piece)
-        while reached[index][0] < end:
-            index += 1
-        samples.append((reached[index][1] - written) * 1000)
-    return samples
+    texts = [
+        (chunk.get("delta", ""), at)
+        for (_, chunk), at in zip(turn.stream.events, turn.stream.received_at, strict=True)
+        if chunk["type"] == "text-delta"
+    ]
+    covering = covering_events([text for text, _ in texts], pieces)
+    return [
+        (texts[index][1] - written) * 1000
+        for written, index in zip(requests[0].delta_times, covering, strict=True)
+    ]
 
 
 async def history_bytes(system: System, turns: list[Turn]) -> tuple[float | None, str]:

@@ -23,8 +23,11 @@ from tempfile import TemporaryDirectory
 
 import httpx
 
+from bench.delta_matching import covering_events
 from bench.split import split_stack
+from perdure.testing.chat_client import counting
 from perdure.testing.databases import database_url, postgres_available
+from perdure.testing.fakeprovider.script import words
 from perdure.testing.fakeprovider.server import FakeProvider
 from perdure.testing.processes import PerdureProcess, wait_healthy
 from perdure.testing.stack import free_port
@@ -55,7 +58,7 @@ async def one_turn(http: httpx.AsyncClient, fake: FakeProvider, samples: Samples
             {"id": uuid.uuid4().hex[:16], "role": "user", "parts": [{"type": "text", "text": text}]}
         ],
     }
-    received: list[float] = []
+    received: list[tuple[str, float]] = []
     posted = time.monotonic()
     async with http.stream("POST", "/api/chat", json=body) as response:
         response.raise_for_status()
@@ -64,16 +67,20 @@ async def one_turn(http: httpx.AsyncClient, fake: FakeProvider, samples: Samples
                 continue
             chunk = json.loads(line[6:])
             if chunk["type"] == "text-delta":
-                received.append(time.monotonic())
+                received.append((chunk["delta"], time.monotonic()))
     if samples is None:
         return
     (request,) = fake.requests_for(text)
-    assert request.first_delta_at is not None and len(received) == len(request.delta_times)
+    assert request.first_delta_at is not None
     provider_ttft = request.first_delta_at - request.started_at
-    samples.ttft_total_ms.append((received[0] - posted) * 1000)
-    samples.ttft_overhead_ms.append((received[0] - posted - provider_ttft) * 1000)
+    first_at = received[0][1]
+    samples.ttft_total_ms.append((first_at - posted) * 1000)
+    samples.ttft_overhead_ms.append((first_at - posted - provider_ttft) * 1000)
+    written = words(counting(DELTAS_PER_TURN))
+    covering = covering_events([delta for delta, _ in received], written)
     samples.relay_ms.extend(
-        (got - sent) * 1000 for got, sent in zip(received, request.delta_times, strict=True)
+        (received[index][1] - sent) * 1000
+        for index, sent in zip(covering, request.delta_times, strict=True)
     )
 
 

@@ -64,6 +64,7 @@ from bench._support import (
     rss_mb,
     stats,
 )
+from bench.delta_matching import covering_events
 from perdure.testing.chat_client import counting
 from perdure.testing.cluster import CountingTurn, running_cluster, stored_answer_problems
 from perdure.testing.databases import database_url, postgres_available
@@ -404,20 +405,16 @@ def deliveries(
     """`(written, received, seq)` for each provider delta: when the provider wrote it, when
     this process received the first event whose text reaches its end, and that event's seq.
     By position in the text, so deltas the worker coalesced or split still match exactly."""
-    reached: list[tuple[int, float, int]] = []
-    length = 0
-    for (seq, chunk), at in zip(turn.stream.events, turn.stream.received_at, strict=True):
-        if chunk["type"] == "text-delta":
-            length += len(chunk.get("delta", ""))
-            reached.append((length, at, seq))
-    matched: list[tuple[float, float, int]] = []
-    end, index = 0, 0
-    for piece, written in zip(pieces, written_at, strict=True):
-        end += len(piece)
-        while reached[index][0] < end:
-            index += 1
-        matched.append((written, reached[index][1], reached[index][2]))
-    return matched
+    texts = [
+        (chunk.get("delta", ""), at, seq)
+        for (seq, chunk), at in zip(turn.stream.events, turn.stream.received_at, strict=True)
+        if chunk["type"] == "text-delta"
+    ]
+    covering = covering_events([text for text, _, _ in texts], pieces)
+    return [
+        (written, texts[index][1], texts[index][2])
+        for written, index in zip(written_at, covering, strict=True)
+    ]
 
 
 def table(runs: list[LoadRun]) -> list[str]:
