@@ -30,7 +30,7 @@ import openai
 import uvicorn
 
 import activities.model_step as model_step_module
-import gateway.routes.chat as chat_routes
+import perdure.turn_control.lifecycle as lifecycle_module
 from gateway.app import create_app
 from perdure.agents_registry import load_agents
 from perdure.domain.names import turn_workflow_id
@@ -82,18 +82,18 @@ def _wrap_async(
 
 def instrument() -> None:
     _wrap_async(
-        chat_routes,
+        lifecycle_module,
         "submit",
-        before=lambda *a, **k: _mark(k["session_id"], "request parsed"),
+        before=lambda *a, **k: _mark(k["chat_id"], "request parsed"),
         after=lambda outcome, *a, **k: _mark(
             outcome.submission.assistant_message_id, "intake committed"
         ),
     )
     _wrap_async(
-        chat_routes,
+        lifecycle_module,
         "start_turn",
-        after=lambda result, client, submission, **k: _mark(
-            submission.assistant_message_id, "workflow started"
+        after=lambda result, client, turn, **k: _mark(
+            turn.input.assistant_message_id, "workflow started"
         ),
     )
     _wrap_async(
@@ -167,12 +167,9 @@ async def main() -> None:
                 "PERDURE_MODEL": "openai:gpt-bench",
                 "PERDURE_PORT": port,
                 "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}",
+                **fake.env(),  # the provider's URL and key, read through Settings
             }
         )
-        for key, value in fake.env().items():
-            import os
-
-            os.environ[key] = value
         async with (
             dev_server(
                 address=settings.temporal_address,
