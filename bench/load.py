@@ -1,6 +1,7 @@
 """Many chats at once: one `perdure worker`, one `perdure gateway`, N chats started together.
 
     .venv/bin/python -m bench.load [--chats 50,150,300,500] [--store sqlite|postgres|both]
+                                   [--shape split|node|both]
                                    [--count 30] [--delay-ms 50] [--timeout 180]
 
 Real processes, each its own: a Temporal dev server on a SQLite file, the fake provider
@@ -38,6 +39,7 @@ same instant; every answer is `@count 30 @delay 50`: 30 tokens at 20 tokens/s. P
 import argparse
 import asyncio
 import contextlib
+import itertools
 import shutil
 import subprocess
 import time
@@ -81,6 +83,8 @@ LOAD_GENERATOR = "load generator (this process)"
 @dataclass
 class LoadRun:
     store: str
+    shape: str = "split"
+    """`split`: a `perdure worker` and a `perdure gateway`; `node`: one `perdure serve`."""
     chats: int
     exact: int = 0
     corrupted: int = 0
@@ -142,17 +146,23 @@ class LoadRun:
 
 
 async def one_run(
-    store: str, chats: int, count: int, delay_ms: int, timeout: float, keep_logs: Path | None
+    store: str,
+    chats: int,
+    count: int,
+    delay_ms: int,
+    timeout: float,
+    keep_logs: Path | None,
+    shape: str = "split",
 ) -> LoadRun:
-    result = LoadRun(store=store, chats=chats)
-    label = f"{store}, {chats} chats"
+    result = LoadRun(store=store, chats=chats, shape=shape)
+    label = f"{store} {shape}, {chats} chats"
     with TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         try:
-            await _measured_run(result, label, workdir, store, chats, count, delay_ms, timeout)
+            await _measured_run(result, label, workdir, chats, count, delay_ms, timeout)
         finally:
             if keep_logs is not None:
-                kept = keep_logs / f"{store}-{chats}"
+                kept = keep_logs / f"{store}-{shape}-{chats}"
                 kept.mkdir(parents=True, exist_ok=True)
                 for log in workdir.glob("*.log"):
                     shutil.copy(log, kept / log.name)
@@ -163,13 +173,12 @@ async def _measured_run(
     result: LoadRun,
     label: str,
     workdir: Path,
-    store: str,
     chats: int,
     count: int,
     delay_ms: int,
     timeout: float,
 ) -> None:
-    async with load_cluster(workdir, store) as cluster:
+    async with load_cluster(workdir, result.store, result.shape) as cluster:
         fake, url, gateway_url = cluster.fake, cluster.store_url, cluster.gateway_url
         pids, meter = cluster.pids, cluster.meter
         warm_up = CountingTurn(f"warm-up-{uuid.uuid4().hex[:6]}", count, delay_ms)
@@ -233,8 +242,8 @@ async def progress(
         )
         memory = ", ".join(
             f"{name} {mb:.0f}"
-            for name in ("gateway", "worker")
-            if (mb := rss_mb(pids[name])) is not None
+            for name in PERDURE_PROCESSES
+            if name in pids and (mb := rss_mb(pids[name])) is not None
         )
         print(
             f"  {label}: {time.monotonic() - started:.0f} s, {len(finished)}/{len(turns)} "
@@ -244,10 +253,14 @@ async def progress(
         )
 
 
+PERDURE_PROCESSES = ("gateway", "worker", "node")
+
+
 @dataclass
 class LoadCluster:
-    """What a load run measures: one worker and one gateway, each its own process, on a fresh
-    store and Temporal dev server, the fake provider in a process of its own."""
+    """What a load run measures: one worker and one gateway, each its own process (`split`), or
+    one node (`perdure serve`, both in one process), on a fresh store and Temporal dev server,
+    the fake provider in a process of its own."""
 
     fake: RemoteFakeProvider
     store_url: str
@@ -257,18 +270,23 @@ class LoadCluster:
 
 
 @contextlib.asynccontextmanager
-async def load_cluster(workdir: Path, store: str) -> AsyncIterator[LoadCluster]:
+async def load_cluster(
+    workdir: Path, store: str, shape: str = "split"
+) -> AsyncIterator[LoadCluster]:
     with RemoteFakeProvider(workdir) as fake, database_url(store, workdir) as url:
         async with running_cluster(workdir, fake, url, SERVED) as cluster:
             async with cluster.temporal() as temporal:
-                worker = cluster.worker()
-                gateway_url = await cluster.gateway()
-                await cluster.wait_polling(worker)
-                pids = {
-                    "worker": worker.pid,
-                    "gateway": cluster.last_gateway.pid,
-                    "fake provider": fake.pid,
-                }
+                pids: dict[str, int]
+                if shape == "node":
+                    gateway_url, node = await cluster.node()
+                    await cluster.wait_polling(node)
+                    pids = {"node": node.pid}
+                else:
+                    worker = cluster.worker()
+                    gateway_url = await cluster.gateway()
+                    await cluster.wait_polling(worker)
+                    pids = {"worker": worker.pid, "gateway": cluster.last_gateway.pid}
+                pids["fake provider"] = fake.pid
                 if isinstance(temporal, subprocess.Popen):
                     pids["temporal"] = temporal.pid
                 # The PostgreSQL server shares the machine: its CPU is part of the picture.
@@ -419,19 +437,18 @@ def deliveries(
 
 def table(runs: list[LoadRun]) -> list[str]:
     lines = [
-        "| store | chats | answered exactly | corrupted | errors | recovered "
+        "| store | shape | chats | answered exactly | corrupted | errors | recovered "
         "| TTFT (ms) p50 | p95 | max | relay (ms) p50 | p95 | chunks/s | text deltas/s "
         "| answer (s) p50 | p95 | provider's (s) p50 | p95 | overhead (s) p50 | p95 "
-        "| peak RSS gateway (MB) | worker (MB) | wall (s) |",
+        "| peak RSS (MB) | wall (s) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
-        memory = " | ".join(
-            f"{run.peak_mb[name]:.0f}" if name in run.peak_mb else "–"
-            for name in ("gateway", "worker")
+        memory = ", ".join(
+            f"{name} {run.peak_mb[name]:.0f}" for name in PERDURE_PROCESSES if name in run.peak_mb
         )
         lines.append(
-            f"| {run.store} | {run.chats} | {run.exact} | **{run.corrupted}** | {run.errors} "
+            f"| {run.store} | {run.shape} | {run.chats} | {run.exact} | **{run.corrupted}** | {run.errors} "
             f"| {run.recovered} | {stats(run.ttft, 0)} | {p50_p95(run.relay, 0)} "
             f"| {run.chunks_per_second:.0f} | {run.text_per_second:.0f} "
             f"| {p50_p95(run.answer, 2)} | {p50_p95(run.provider, 2)} "
@@ -444,6 +461,12 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chats", default="50,150,300,500", help="comma-separated chat counts")
     parser.add_argument("--store", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument(
+        "--shape",
+        choices=["split", "node", "both"],
+        default="split",
+        help="split: perdure worker + perdure gateway; node: one perdure serve",
+    )
     parser.add_argument("--count", type=int, default=30, help="tokens per answer")
     parser.add_argument("--delay-ms", type=int, default=50, help="ms between tokens")
     parser.add_argument(
@@ -462,24 +485,24 @@ async def main() -> None:
             parser.error(reason)
         print(f"skipping postgres: {reason}")
         stores.remove("postgres")
+    shapes = ["split", "node"] if args.shape == "both" else [args.shape]
     runs: list[LoadRun] = []
-    for store in stores:
-        for chats in counts:
-            run = await one_run(
-                store, chats, args.count, args.delay_ms, args.timeout, args.keep_logs
-            )
-            runs.append(run)
-            print(
-                f"{store}, {chats} chats: {run.exact} exact, {run.corrupted} corrupted, "
-                f"{run.errors} errors, {run.recovered} recovered, wall {run.wall:.1f} s; "
-                f"TTFT p50 | p95 {p50_p95(run.ttft, 0)} ms, relay p50 | p95 "
-                f"{p50_p95(run.relay, 0)} ms, {run.chunks_per_second:.0f} chunks/s",
-                flush=True,
-            )
-            for line in [run.cpu, *run.details()]:
-                print(f"  {line}", flush=True)
-            if run.examples:
-                print(f"  problems: {dict(run.examples.most_common(8))}", flush=True)
+    for store, shape, chats in itertools.product(stores, shapes, counts):
+        run = await one_run(
+            store, chats, args.count, args.delay_ms, args.timeout, args.keep_logs, shape
+        )
+        runs.append(run)
+        print(
+            f"{store} {shape}, {chats} chats: {run.exact} exact, {run.corrupted} corrupted, "
+            f"{run.errors} errors, {run.recovered} recovered, wall {run.wall:.1f} s; "
+            f"TTFT p50 | p95 {p50_p95(run.ttft, 0)} ms, relay p50 | p95 "
+            f"{p50_p95(run.relay, 0)} ms, {run.chunks_per_second:.0f} chunks/s",
+            flush=True,
+        )
+        for line in [run.cpu, *run.details()]:
+            print(f"  {line}", flush=True)
+        if run.examples:
+            print(f"  problems: {dict(run.examples.most_common(8))}", flush=True)
     print()
     print(
         f"each chat: @count {args.count} @delay {args.delay_ms} "
@@ -487,7 +510,7 @@ async def main() -> None:
     )
     print("\n".join(table(runs)))
     for run in runs:
-        print(f"{run.store}, {run.chats} chats: {run.cpu}")
+        print(f"{run.store} {run.shape}, {run.chats} chats: {run.cpu}")
         for line in run.details():
             print(f"  {line}")
 

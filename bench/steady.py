@@ -3,6 +3,7 @@ gateway; the highest rate that keeps time to first token and relay latency withi
 
     .venv/bin/python -m bench.steady [--rates 0.5,1,2] [--seconds 60] [--count 1500]
                                      [--delay-ms 20] [--store sqlite|postgres|both]
+                                     [--shape split|node|both]
 
 Real processes, as `bench.load` runs them (Temporal dev server, fake provider, `perdure
 worker`, `perdure gateway`, this process as the load generator), a fresh cluster per rate.
@@ -16,6 +17,7 @@ is exact, TTFT p95 ≤ 1 s and relay p95 ≤ 100 ms; the highest sustained rate 
 
 import argparse
 import asyncio
+import itertools
 import time
 import uuid
 from pathlib import Path
@@ -40,17 +42,17 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def one_rate(
-    store: str, rate: float, seconds: float, count: int, delay_ms: int
+    store: str, shape: str, rate: float, seconds: float, count: int, delay_ms: int
 ) -> tuple[LoadRun, str]:
     chats = max(1, round(rate * seconds))
-    result = LoadRun(store=store, chats=chats)
+    result = LoadRun(store=store, chats=chats, shape=shape)
     tag = f"steady-{uuid.uuid4().hex[:6]}-"
     turns = [CountingTurn(f"{tag}{n}", count, delay_ms) for n in range(chats)]
     timeout = httpx.Timeout(count * delay_ms / 1000 + 120, connect=30)
     limits = httpx.Limits(max_connections=chats + 10)
     with TemporaryDirectory() as tmp:
         async with (
-            load_cluster(Path(tmp), store) as cluster,
+            load_cluster(Path(tmp), store, shape) as cluster,
             httpx.AsyncClient(base_url=cluster.gateway_url, timeout=timeout, limits=limits) as http,
         ):
             await CountingTurn(f"warm-{uuid.uuid4().hex[:6]}", 5, 10).run(http)
@@ -87,29 +89,36 @@ async def main() -> None:
     parser.add_argument("--count", type=int, default=1500)
     parser.add_argument("--delay-ms", type=int, default=20)
     parser.add_argument("--store", choices=["sqlite", "postgres", "both"], default="sqlite")
+    parser.add_argument(
+        "--shape",
+        choices=["split", "node", "both"],
+        default="split",
+        help="split: perdure worker + perdure gateway; node: one perdure serve",
+    )
     args = parser.parse_args()
+    shapes = ["split", "node"] if args.shape == "both" else [args.shape]
     stores = ["sqlite", "postgres"] if args.store == "both" else [args.store]
     if "postgres" in stores and (reason := postgres_available()) is not None:
         parser.error(reason)
     rates = [float(rate) for rate in args.rates.split(",")]
     lines = [
-        "| store | new chats/s | chats | exact | TTFT (ms) p50 | p95 | relay (ms) p50 | p95 "
-        "| sustained | CPU seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| store | shape | new chats/s | chats | exact | TTFT (ms) p50 | p95 | relay (ms) p50 "
+        "| p95 | sustained | CPU seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    best: dict[str, float] = {}
-    for store in stores:
-        for rate in rates:
-            run, cpu = await one_rate(store, rate, args.seconds, args.count, args.delay_ms)
-            ok = sustained(run)
-            if ok:
-                best[store] = max(best.get(store, 0.0), rate)
-            line = (
-                f"| {store} | {rate:g} | {run.chats} | {run.exact} | {p50_p95(run.ttft, 0)} "
-                f"| {p50_p95(run.relay, 0)} | {'yes' if ok else 'no'} | {cpu} |"
-            )
-            print(line, flush=True)
-            lines.append(line)
+    best: dict[tuple[str, str], float] = {}
+    for store, shape, rate in itertools.product(stores, shapes, rates):
+        run, cpu = await one_rate(store, shape, rate, args.seconds, args.count, args.delay_ms)
+        ok = sustained(run)
+        if ok:
+            best[store, shape] = max(best.get((store, shape), 0.0), rate)
+        line = (
+            f"| {store} | {shape} | {rate:g} | {run.chats} | {run.exact} "
+            f"| {p50_p95(run.ttft, 0)} | {p50_p95(run.relay, 0)} | {'yes' if ok else 'no'} "
+            f"| {cpu} |"
+        )
+        print(line, flush=True)
+        lines.append(line)
     print()
     print(
         f"each chat: @count {args.count} @delay {args.delay_ms} "
@@ -118,8 +127,9 @@ async def main() -> None:
         f"relay p95 ≤ {RELAY_P95_BOUND_MS:g} ms"
     )
     print("\n".join(lines))
-    for store in stores:
-        print(f"highest sustained rate, {store}: {best.get(store, 0.0):g} new chats/s")
+    for store, shape in itertools.product(stores, shapes):
+        rate = best.get((store, shape), 0.0)
+        print(f"highest sustained rate, {store} {shape}: {rate:g} new chats/s")
 
 
 if __name__ == "__main__":

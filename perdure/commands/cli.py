@@ -192,17 +192,8 @@ async def _dev(settings: Settings) -> None:
         namespace=settings.temporal_namespace,
         config=DevServerConfig.load(settings.temporal_dev_config),
     ):
-        async with open_services(settings) as services:
-            services.eager_start = True
-            services.bus.reliable = True  # the worker publishes on this very bus
-            from perdure.runtime.worker import ActivityTracker, build_worker
 
-            tracker = ActivityTracker()
-            agents = served_agents(settings)
-            worker = build_worker(services, agents, tracker)
-            await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)
-            await sync_declared_schedules(services, agents)
-            server = _gateway_server(services, settings)
+        def banner() -> None:
             print(f"Perdure is running (model: {settings.model})")
             print(f"  chat page    http://{settings.host}:{settings.port}/")
             print(f"  chat API     http://{settings.host}:{settings.port}/api/chat")
@@ -211,11 +202,50 @@ async def _dev(settings: Settings) -> None:
             print(f"  store        {settings.resolved_database_url()}")
             if relay is not None:
                 print(f"  relay        {settings.relay_url} (in-process)")
-            await _until_stopped(
-                _working(worker, tracker, settings.worker_shutdown_grace),
-                _serving(server),
-                *([_serving(relay)] if relay is not None else []),
-            )
+
+        await _node(settings, banner, alone=True, relay=relay)
+
+
+async def _serve(settings: Settings) -> None:
+    def banner() -> None:
+        relayed = f", relay {settings.relay_url}" if settings.relay_url else ""
+        print(
+            f"Perdure node (gateway and worker) on http://{settings.host}:{settings.port}, "
+            f"Temporal {settings.temporal_address}{relayed} (model: {settings.model})"
+        )
+
+    await _node(settings, banner, alone=False)
+
+
+async def _node(
+    settings: Settings,
+    banner: Callable[[], None],
+    *,
+    alone: bool,
+    relay: uvicorn.Server | None = None,
+) -> None:
+    """A gateway and a worker in one process, on one Temporal client: a turn's workflow starts
+    eagerly on this worker, and its chunks wake this gateway's streams without a round trip
+    through the store. `alone`: no other process writes to this store (`perdure dev`), so
+    this process's own appends are every append there is."""
+    async with open_services(settings) as services:
+        services.eager_start = True
+        if alone:
+            services.bus.reliable = True  # the worker publishes on this very bus
+        from perdure.runtime.worker import ActivityTracker, build_worker
+
+        tracker = ActivityTracker()
+        agents = served_agents(settings)
+        worker = build_worker(services, agents, tracker)
+        await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)
+        await sync_declared_schedules(services, agents)
+        server = _gateway_server(services, settings)
+        banner()
+        await _until_stopped(
+            _working(worker, tracker, settings.worker_shutdown_grace),
+            _serving(server),
+            *([_serving(relay)] if relay is not None else []),
+        )
 
 
 async def _worker(settings: Settings) -> None:
@@ -255,7 +285,7 @@ def _telemetry(settings: Settings, command: str) -> Iterator[None]:
     `PERDURE_METRICS_PORT` (when set), for as long as the command runs. Started before any
     Temporal client exists, so a port in use stops the command with one line."""
     metrics = None
-    if settings.metrics_port is not None and command in ("dev", "worker"):
+    if settings.metrics_port is not None and command in ("dev", "serve", "worker"):
         token = settings.metrics_token
         try:
             metrics = serve_metrics(
@@ -288,6 +318,9 @@ def main(argv: list[str] | None = None) -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("dev", help="Temporal dev server, worker and gateway in one process")
     commands.add_parser("worker", help="run a worker (workflows and activities)")
+    commands.add_parser(
+        "serve", help="run a node: a gateway and a worker in one process (docs/deploy.md)"
+    )
     commands.add_parser("gateway", help="run the HTTP gateway")
     commands.add_parser(
         "relay", help="run the provider relay: model steps' provider streams outlive workers"
@@ -313,7 +346,13 @@ def main(argv: list[str] | None = None) -> None:
         if args.command == "temporal-setup":
             print(asyncio.run(temporal_setup(settings)))
         else:
-            commands_run = {"dev": _dev, "worker": _worker, "gateway": _gateway, "relay": _relay}
+            commands_run = {
+                "dev": _dev,
+                "serve": _serve,
+                "worker": _worker,
+                "gateway": _gateway,
+                "relay": _relay,
+            }
             run = commands_run[args.command]
             with _telemetry(settings, args.command):
                 asyncio.run(run(settings))

@@ -110,6 +110,16 @@ class Cluster:
         self.last_gateway = process
         return url
 
+    async def node(self, **extra_env: str) -> tuple[str, PerdureProcess]:
+        """A `perdure serve` process (a gateway and a worker in one): its URL, once healthy."""
+        port = free_port()
+        env = {**self.env, "PERDURE_PORT": str(port), **extra_env}
+        process = PerdureProcess("serve", env, self.workdir)
+        self.processes.append(process.start())
+        url = f"http://127.0.0.1:{port}"
+        await wait_healthy(url, process)
+        return url, process
+
     async def client(self) -> Client:
         """A Temporal client of this cluster's server (one per event loop)."""
         loop = asyncio.get_running_loop()

@@ -7,24 +7,21 @@ answer, streamed and stored, is exactly the full count."""
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
 
-from perdure.domain.names import turn_workflow_id
-from perdure.testing.chat_client import chat_body, counting, user_message
+from perdure.testing.chat_client import counting
 from perdure.testing.cluster import (
     Cluster,
     CountingTurn,
-    LiveStream,
     running_cluster,
     stored_answer_problems,
     wait_until,
 )
 from perdure.testing.fakeprovider.server import FakeProvider
-from perdure.testing.processes import PerdureProcess
+from perdure.testing.resumed import ResumedTurn, read_until_cut, resume, worker_running
 from tests.databases import database_url
 from tests.served import CLUSTER
 
@@ -41,66 +38,6 @@ async def cluster(tmp_path: Path, fake_provider: FakeProvider) -> AsyncIterator[
             yield running
 
 
-@dataclass
-class ResumedTurn:
-    """A turn read through one gateway until it dies, then through another from the last id."""
-
-    session: str
-    before: LiveStream = field(default_factory=LiveStream)
-    after: LiveStream = field(default_factory=LiveStream)
-    submission_id: str = ""
-
-    @property
-    def body(self) -> dict[str, object]:
-        return chat_body(
-            self.session, user_message(f"@count {COUNT} @delay {DELAY_MS} {self.session}")
-        )
-
-    def event_ids(self) -> list[int]:
-        return [seq for seq, _ in self.before.events + self.after.events]
-
-    def text(self) -> str:
-        return self.before.text() + self.after.text()
-
-
-async def read_until_cut(http: httpx.AsyncClient, turn: ResumedTurn) -> None:
-    """Reads the turn's stream until its gateway dies under it."""
-    async with http.stream("POST", "/api/chat", json=turn.body) as response:
-        assert response.status_code == 200, await response.aread()
-        turn.submission_id = response.headers["x-perdure-submission-id"]
-        try:
-            await turn.before.read(response)
-        except httpx.HTTPError:
-            return  # the gateway was killed: what was read is kept
-
-
-async def resume(url: str, turn: ResumedTurn) -> None:
-    last_seen = turn.before.events[-1][0]
-    async with httpx.AsyncClient(base_url=url, timeout=90) as http:
-        async with http.stream(
-            "GET",
-            f"/api/chat/{turn.session}/stream",
-            headers={"Last-Event-ID": f"{turn.submission_id}:{last_seen}"},
-        ) as response:
-            assert response.status_code == 200, await response.aread()
-            await turn.after.read(response)
-
-
-async def worker_running(cluster: Cluster, workers: list[PerdureProcess], turn: ResumedTurn) -> int:
-    """The pid of the worker whose model-step activity streams the turn's answer."""
-    client = await cluster.client()
-    handle = client.get_workflow_handle(turn_workflow_id(turn.submission_id))
-    pids = {worker.pid for worker in workers}
-    for _ in range(100):
-        description = await handle.describe()
-        for activity in description.raw_description.pending_activities:
-            pid = activity.last_worker_identity.split("@", 1)[0]
-            if pid.isdigit() and int(pid) in pids:
-                return int(pid)
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"no worker runs turn {turn.session}")
-
-
 async def test_two_gateways_and_two_workers_survive_losing_one_of_each_mid_answer(
     cluster: Cluster,
 ) -> None:
@@ -112,7 +49,7 @@ async def test_two_gateways_and_two_workers_survive_losing_one_of_each_mid_answe
         for worker in workers:
             await cluster.wait_polling(worker)
         tag = uuid.uuid4().hex[:6]
-        turns = [ResumedTurn(f"scale-{tag}-{n}") for n in range(TURNS)]
+        turns = [ResumedTurn(f"scale-{tag}-{n}", COUNT, DELAY_MS) for n in range(TURNS)]
         limits = httpx.Limits(max_connections=TURNS + 4)
         async with httpx.AsyncClient(base_url=gateway_a, timeout=90, limits=limits) as http:
             reading = [asyncio.create_task(read_until_cut(http, turn)) for turn in turns]
