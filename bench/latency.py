@@ -1,13 +1,15 @@
 """Time to first token through the gateway, and relay latency, on this machine.
 
-    .venv/bin/python -m bench.latency [--turns 100] [--modes dev,split-sqlite,split-postgres]
+    .venv/bin/python -m bench.latency [--turns 100]
+        [--modes dev,split-sqlite,split-postgres,node-sqlite,node-postgres]
 
 - TTFT overhead: from `POST /api/chat` to the first text chunk at the client, minus the fake
   provider's own time to first token (request received → first delta written).
 - Relay latency: each text delta written by the provider → the same delta parsed by the SSE
   client.
 Every mode runs real processes against a Temporal dev server on a SQLite file: `perdure dev`
-(one process), or `perdure worker` + `perdure gateway` sharing a store.
+(one process, its own Temporal dev server and relay), `perdure worker` + `perdure gateway`
+sharing a store (`split-*`), or one `perdure serve` (`node-*`).
 """
 
 import argparse
@@ -114,9 +116,12 @@ async def dev_mode(fake: FakeProvider, workdir: Path) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def split_mode(fake: FakeProvider, workdir: Path, backend: str) -> AsyncIterator[str]:
+async def split_mode(
+    fake: FakeProvider, workdir: Path, backend: str, *, node: bool
+) -> AsyncIterator[str]:
     with database_url(backend, workdir) as url:
-        async with split_stack(fake, workdir, url, name=backend, agents=None) as stack:
+        name = f"{'node' if node else 'split'}-{backend}"
+        async with split_stack(fake, workdir, url, name=name, agents=None, node=node) as stack:
             yield stack.url
 
 
@@ -136,20 +141,22 @@ def report(name: str, samples: Samples) -> str:
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=100)
-    parser.add_argument("--modes", default="dev,split-sqlite,split-postgres")
+    parser.add_argument(
+        "--modes", default="dev,split-sqlite,split-postgres,node-sqlite,node-postgres"
+    )
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     rows = ["| mode | metric | n | p50 | p95 |", "|---|---|---|---|---|"]
     with FakeProvider() as fake, TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         for mode in modes:
-            if mode == "split-postgres" and postgres_available() is not None:
+            if mode.endswith("-postgres") and postgres_available() is not None:
                 print(f"skipping {mode}: {postgres_available()}")
                 continue
             context = (
                 dev_mode(fake, workdir)
                 if mode == "dev"
-                else split_mode(fake, workdir, mode.split("-", 1)[1])
+                else split_mode(fake, workdir, mode.split("-", 1)[1], node=mode.startswith("node-"))
             )
             async with context as url:
                 samples = await measure(url, fake, args.turns)

@@ -83,9 +83,9 @@ LOAD_GENERATOR = "load generator (this process)"
 @dataclass
 class LoadRun:
     store: str
+    chats: int
     shape: str = "split"
     """`split`: a `perdure worker` and a `perdure gateway`; `node`: one `perdure serve`."""
-    chats: int
     exact: int = 0
     corrupted: int = 0
     errors: int = 0

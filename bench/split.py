@@ -1,5 +1,5 @@
 """A worker and a gateway as separate processes on one store, with a Temporal dev server of
-their own: the deployment the benchmarks measure."""
+their own: the deployment the benchmarks measure; or, `node=True`, one `perdure serve`."""
 
 import asyncio
 import contextlib
@@ -31,6 +31,7 @@ async def split_stack(
     name: str,
     agents: str | None = TEST_AGENTS,
     extra_env: dict[str, str] | None = None,
+    node: bool = False,
 ) -> AsyncIterator[SplitStack]:
     """`agents`: PERDURE_AGENTS, or None for the built-in default agent."""
     address = f"127.0.0.1:{free_port()}"
@@ -52,13 +53,13 @@ async def split_stack(
             "TEMPORAL_ADDRESS": address,
             **(extra_env or {}),
         }
-        worker = PerdureProcess("worker", env, workdir).start()
-        gateway = PerdureProcess("gateway", env, workdir).start()
+        commands = ["serve"] if node else ["worker", "gateway"]
+        processes = [PerdureProcess(command, env, workdir).start() for command in commands]
         try:
             url = f"http://127.0.0.1:{port}"
-            await wait_healthy(url, gateway)
+            await wait_healthy(url, processes[-1])
             await asyncio.sleep(1.0)  # let the worker finish connecting
             yield SplitStack(url=url, temporal_address=address)
         finally:
-            gateway.stop()
-            worker.stop()
+            for process in reversed(processes):
+                process.stop()

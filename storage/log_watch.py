@@ -8,7 +8,8 @@ and hands each stream its own. The cost of relaying grows with chunks, not with 
 - with a reliable bus (the worker in this process, or PostgreSQL LISTEN/NOTIFY), a pass runs
   when a followed log is announced and reads only the announced logs; every
   `SAFETY_INTERVAL` it reads all of them, so a lost hint costs at most that;
-- without one (SQLite across processes) a pass reads all followed logs every poll interval;
+- without one (SQLite across processes) a pass reads all followed logs every poll interval,
+  and the logs this process's own worker announces at once (a node, `perdure serve`);
 - with nothing followed it sleeps.
 
 Rows are read only after they are committed, so a client never sees a chunk that is not in
@@ -253,28 +254,25 @@ class LogWatcher:
         self._wake.set()
 
     async def _until_due(self) -> None:
+        """Until a pass is due: a log announced on the bus (read at once, reliable or not: an
+        append of this very process), or the full read every `SAFETY_INTERVAL` (reliable
+        bus) or poll interval (none)."""
         while True:
             if not self._follows:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            if self._everything:
+            if self._everything or self._announced:
                 return
-            if self.bus.reliable:
-                if self._announced:
-                    return
-                remaining = self._last_full + SAFETY_INTERVAL - time.monotonic()
-                if remaining <= 0:
-                    self._everything = True
-                    return
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(remaining):
-                        await self._wake.wait()
-            else:
-                await asyncio.sleep(self.poll_interval)
+            interval = SAFETY_INTERVAL if self.bus.reliable else self.poll_interval
+            remaining = self._last_full + interval - time.monotonic()
+            if remaining <= 0:
                 self._everything = True
                 return
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await self._wake.wait()
 
     async def _pass(self) -> None:
         if self._everything:

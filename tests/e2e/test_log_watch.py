@@ -164,6 +164,19 @@ async def test_with_a_reliable_bus_a_pass_reads_only_the_announced_logs(store: D
     assert reads == [1]
 
 
+async def test_without_a_reliable_bus_an_announced_log_is_read_before_the_next_poll(
+    store: Database,
+) -> None:
+    message_id = new_log()
+    async with watching(store, reliable=False, poll_interval=60.0) as watcher:
+        with watcher.follow(message_id, after=-1) as follow:
+            await asyncio.sleep(0.05)  # the follow's first read
+            await append_chunks(store, message_id=message_id, chunks=[delta(1)], writer=WRITER)
+            watcher.bus.publish(message_id)  # this process's own worker appended
+
+            assert await next_rows(follow, timeout=5.0) == [0]
+
+
 async def test_a_lost_wake_up_costs_at_most_the_safety_read(
     store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
