@@ -14,6 +14,10 @@ def configured() -> Settings:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     # A start prints the lines that matter; each migration step is shown by `perdure migrate`.
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # The HTTP clients under the provider SDKs log every request at INFO: a line a model step,
+    # and a measurable share of a busy worker's CPU. Their warnings and errors still show.
+    for client in ("httpx", "httpx2"):
+        logging.getLogger(client).setLevel(logging.WARNING)
     try:
         settings = Settings()
     except ValidationError as error:
