@@ -33,7 +33,7 @@ from perdure.runtime.relay_service import (
 )
 from perdure.runtime.services import Services, open_services
 from perdure.runtime.settings import Settings
-from perdure.runtime.temporal_connection import TemporalConnectionConfigError
+from perdure.runtime.temporal_connection import TemporalConnectionConfigError, TemporalUnreachable
 from perdure.runtime.temporal_dev import DevServerConfig, dev_server, unused_port
 from perdure.runtime.temporal_setup import TemporalSetupNeeded
 from perdure.telemetry.metrics_server import serve_metrics
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> None:
             run = commands_run[args.command]
             with _telemetry(settings, args.command):
                 asyncio.run(run(settings))
-    except (TemporalSetupNeeded, TemporalConnectionConfigError) as error:
+    except (TemporalSetupNeeded, TemporalConnectionConfigError, TemporalUnreachable) as error:
         _leave(1, f"perdure: {error}")
     _leave(0)
 

@@ -9,7 +9,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from perdure.runtime.settings import Settings
-from perdure.runtime.temporal_connection import connection_options
+from perdure.runtime.temporal_connection import TemporalUnreachable, connection_options
 from perdure.runtime.temporal_setup import require_search_attributes
 from perdure.telemetry.tracing import temporal_interceptors
 from storage.bus import ChunkBus
@@ -37,14 +37,18 @@ class Services:
 async def connect_temporal(settings: Settings) -> Client:
     """Connect, and refuse a namespace without Perdure's search attributes (every start of a
     turn would fail there): `TemporalSetupNeeded` says to run `perdure temporal-setup`."""
-    client = await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        data_converter=pydantic_data_converter,
-        # Traced (when tracing is on): this client's calls, and the worker built on it.
-        interceptors=temporal_interceptors(),
-        **connection_options(),
-    )
+    options = connection_options()
+    try:
+        client = await Client.connect(
+            settings.temporal_address,
+            namespace=settings.temporal_namespace,
+            data_converter=pydantic_data_converter,
+            # Traced (when tracing is on): this client's calls, and the worker built on it.
+            interceptors=temporal_interceptors(),
+            **options,
+        )
+    except RuntimeError as error:  # the Rust bridge's "Failed client connect: …"
+        raise TemporalUnreachable(settings.temporal_address, error) from None
     await require_search_attributes(client, settings.temporal_namespace)
     return client
 

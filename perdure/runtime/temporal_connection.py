@@ -16,6 +16,16 @@ class TemporalConnectionConfigError(ValueError):
     """The environment or profile describes a connection that cannot be made."""
 
 
+class TemporalUnreachable(RuntimeError):
+    """No Temporal server answered at the configured address when the process started."""
+
+    def __init__(self, address: str, error: Exception) -> None:
+        super().__init__(
+            f"cannot reach Temporal at {address} (TEMPORAL_ADDRESS): {error}. Start it, or "
+            f"point TEMPORAL_ADDRESS at it (`perdure dev` runs one of its own)"
+        )
+
+
 def connection_options(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Keyword arguments for `Client.connect` besides target and namespace (never logged: they
     may hold the API key)."""

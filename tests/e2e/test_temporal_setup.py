@@ -20,7 +20,7 @@ from perdure.runtime.temporal_dev import temporal_binary
 from perdure.runtime.temporal_setup import TemporalSetupNeeded, require_search_attributes
 from perdure.testing.chat_client import user_message
 from perdure.testing.processes import PERDURE
-from perdure.testing.stack import running_stack
+from perdure.testing.stack import free_port, running_stack
 from tests.served import STACK_AGENTS
 
 REPO = Path(__file__).parents[2]
@@ -155,3 +155,34 @@ async def test_unusable_tls_settings_stop_the_command_with_one_clear_line(tmp_pa
         .startswith("perdure: the Temporal connection settings (TEMPORAL_API_KEY, TEMPORAL_TLS*")
     )
     assert "secret-key" not in stderr
+
+
+@pytest.mark.parametrize("command", ["worker", "gateway", "serve"])
+async def test_a_temporal_that_does_not_answer_stops_the_process_with_one_clear_line(
+    command: str, tmp_path: Path
+) -> None:
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("PERDURE_", "TEMPORAL_"))}
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    process = subprocess.Popen(
+        [PERDURE, command],
+        env={
+            **inherited,
+            "PYTHONPATH": str(REPO),
+            "PERDURE_DATA_DIR": str(tmp_path),
+            "PERDURE_PORT": str(free_port()),
+            "TEMPORAL_ADDRESS": address,
+        },
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    code, _, stderr = await finished(process)
+
+    assert code == 1
+    assert "Traceback" not in stderr
+    assert (
+        stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"perdure: cannot reach Temporal at {address} (TEMPORAL_ADDRESS)")
+    )
