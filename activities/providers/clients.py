@@ -4,7 +4,8 @@ The key and base URL are always passed explicitly (an unset base URL is the prov
 endpoint), so the SDKs never fall back to their environment variables for them: the process's
 `Settings` is the one place those are read. Retries are off (`max_retries=0`): Temporal's retry
 policy owns them. A client's connection pool belongs to the event loop that used it, so the
-cache is kept per running loop, keyed by (key, base URL).
+cache is kept per running loop, keyed by (key, base URL). Its sockets are read through
+asyncio's own streams (`activities/providers/network.py` says why), unless a proxy is set.
 """
 
 import asyncio
@@ -18,6 +19,7 @@ from pydantic import SecretStr
 
 from activities.providers.base import ProviderError
 from activities.providers.config import ProviderConfig
+from activities.providers.network import asyncio_transport
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -55,8 +57,14 @@ def openai_client(config: ProviderConfig, *, relayed: bool = False) -> openai.As
         base_url = config.openai_base_url or OPENAI_DEFAULT_BASE_URL
     clients = _openai.setdefault(asyncio.get_running_loop(), {})
     if (key, base_url) not in clients:
+        transport = asyncio_transport()
+        http = openai.DefaultAsyncHttpxClient(transport=transport) if transport else None
         clients[key, base_url] = openai.AsyncOpenAI(
-            api_key=key.get_secret_value(), base_url=base_url, max_retries=0, timeout=_TIMEOUT
+            api_key=key.get_secret_value(),
+            base_url=base_url,
+            max_retries=0,
+            timeout=_TIMEOUT,
+            http_client=http,
         )
     return clients[key, base_url]
 
@@ -71,7 +79,14 @@ def anthropic_client(config: ProviderConfig, *, relayed: bool = False) -> anthro
         base_url = config.anthropic_base_url or ANTHROPIC_DEFAULT_BASE_URL
     clients = _anthropic.setdefault(asyncio.get_running_loop(), {})
     if (key, base_url) not in clients:
+        transport = asyncio_transport()
         clients[key, base_url] = anthropic.AsyncAnthropic(
-            api_key=key.get_secret_value(), base_url=base_url, max_retries=0, timeout=_TIMEOUT
+            api_key=key.get_secret_value(),
+            base_url=base_url,
+            max_retries=0,
+            timeout=_TIMEOUT,
+            http_client=anthropic.DefaultAsyncHttpxClient(transport=transport)
+            if transport
+            else None,
         )
     return clients[key, base_url]
