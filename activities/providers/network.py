@@ -150,8 +150,8 @@ def asyncio_transport(
     """An HTTP transport whose connections use `AsyncioBackend`; None where the environment
     names a proxy (a transport given to a client turns its environment proxies off: the SDKs'
     default client keeps them)."""
-    if any(urllib.request.getproxies().values()):
-        return None
+    if any(url for scheme, url in urllib.request.getproxies().items() if scheme != "no"):
+        return None  # `no` is NO_PROXY: exceptions to a proxy, not a proxy
     transport = httpx2.AsyncHTTPTransport(limits=limits, verify=verify)
     pool = transport._pool
     if not isinstance(pool, httpcore2.AsyncConnectionPool):

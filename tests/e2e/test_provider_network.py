@@ -18,6 +18,14 @@ from activities.providers.network import AsyncioBackend, asyncio_transport
 from tests.databases import skip_or_fail
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+PROXY_VARIABLES = (
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "ALL_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "all_proxy",
+)
 EVENTS = [f'data: {{"n": {n}}}\n\n'.encode() for n in range(50)]
 
 
@@ -181,6 +189,14 @@ def test_a_proxy_in_the_environment_keeps_the_sdks_own_transport(
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
 
     assert asyncio_transport() is None
+
+
+def test_no_proxy_alone_names_no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in PROXY_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+
+    assert asyncio_transport() is not None
 
 
 async def test_the_provider_clients_connect_through_the_asyncio_backend(
