@@ -17,7 +17,7 @@ import contextlib
 import socket
 import ssl
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 import httpcore2
@@ -102,15 +102,8 @@ class AsyncioBackend(AsyncNetworkBackend):
         socket_options: Iterable[SocketOption] | None = None,
     ) -> AsyncNetworkStream:
         local = (local_address, 0) if local_address else None
-        try:
-            async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_connection(host, port, local_addr=local)
-        except TimeoutError as error:
-            raise httpcore2.ConnectTimeout(str(error)) from error
-        except OSError as error:
-            raise httpcore2.ConnectError(str(error) or type(error).__name__) from error
-        _apply(writer, socket_options)
-        return AsyncioStream(reader, writer)
+        opening = asyncio.open_connection(host, port, local_addr=local)
+        return await _connected(opening, timeout, socket_options)
 
     async def connect_unix_socket(
         self,
@@ -118,26 +111,29 @@ class AsyncioBackend(AsyncNetworkBackend):
         timeout: float | None = None,
         socket_options: Iterable[SocketOption] | None = None,
     ) -> AsyncNetworkStream:
-        try:
-            async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_unix_connection(path)
-        except TimeoutError as error:
-            raise httpcore2.ConnectTimeout(str(error)) from error
-        except OSError as error:
-            raise httpcore2.ConnectError(str(error) or type(error).__name__) from error
-        _apply(writer, socket_options)
-        return AsyncioStream(reader, writer)
+        return await _connected(asyncio.open_unix_connection(path), timeout, socket_options)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
 
-def _apply(writer: asyncio.StreamWriter, options: Iterable[SocketOption] | None) -> None:
+async def _connected(
+    opening: Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]],
+    timeout: float | None,
+    options: Iterable[SocketOption] | None,
+) -> AsyncioStream:
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await opening
+    except TimeoutError as error:
+        raise httpcore2.ConnectTimeout(str(error)) from error
+    except OSError as error:
+        raise httpcore2.ConnectError(str(error) or type(error).__name__) from error
     sock: socket.socket | None = writer.get_extra_info("socket")
-    if sock is None:
-        return
     for option in options or ():
-        sock.setsockopt(*option)
+        if sock is not None:
+            sock.setsockopt(*option)
+    return AsyncioStream(reader, writer)
 
 
 PROVIDER_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)

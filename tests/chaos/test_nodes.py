@@ -6,40 +6,27 @@ stored, is exactly the full count."""
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
-import pytest
 
 from perdure.testing.chat_client import counting
 from perdure.testing.cluster import (
     Cluster,
     CountingTurn,
-    running_cluster,
     stored_answer_problems,
     wait_until,
 )
-from perdure.testing.fakeprovider.server import FakeProvider
 from perdure.testing.resumed import ResumedTurn, read_until_cut, resume, worker_running
-from tests.databases import database_url
-from tests.served import CLUSTER
 
 TURNS = 4
 COUNT = 300
 DELAY_MS = 20
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path, fake_provider: FakeProvider) -> AsyncIterator[Cluster]:
-    with database_url("postgres", tmp_path) as url:
-        async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
-            yield running
-
-
 async def test_a_node_killed_mid_answer_loses_nothing_its_turns_finish_on_the_other(
-    cluster: Cluster,
+    postgres_cluster: Cluster,
 ) -> None:
+    cluster = postgres_cluster
     async with cluster.temporal():
         url_a, node_a = await cluster.node()
         url_b, node_b = await cluster.node()

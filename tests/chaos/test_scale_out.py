@@ -6,24 +6,17 @@ answer, streamed and stored, is exactly the full count."""
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
-import pytest
 
 from perdure.testing.chat_client import counting
 from perdure.testing.cluster import (
     Cluster,
     CountingTurn,
-    running_cluster,
     stored_answer_problems,
     wait_until,
 )
-from perdure.testing.fakeprovider.server import FakeProvider
 from perdure.testing.resumed import ResumedTurn, read_until_cut, resume, worker_running
-from tests.databases import database_url
-from tests.served import CLUSTER
 
 TURNS = 6
 COUNT = 300
@@ -31,16 +24,10 @@ DELAY_MS = 20
 """6 s of answer each: long enough that the kill lands mid-answer for every turn."""
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path, fake_provider: FakeProvider) -> AsyncIterator[Cluster]:
-    with database_url("postgres", tmp_path) as url:  # the scale-out store
-        async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
-            yield running
-
-
 async def test_two_gateways_and_two_workers_survive_losing_one_of_each_mid_answer(
-    cluster: Cluster,
+    postgres_cluster: Cluster,
 ) -> None:
+    cluster = postgres_cluster
     async with cluster.temporal():
         workers = [cluster.worker(), cluster.worker()]
         gateway_a = await cluster.gateway()

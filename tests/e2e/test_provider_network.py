@@ -202,14 +202,7 @@ def test_no_proxy_alone_names_no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_the_provider_clients_connect_through_the_asyncio_backend(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for variable in (
-        "HTTPS_PROXY",
-        "HTTP_PROXY",
-        "ALL_PROXY",
-        "https_proxy",
-        "http_proxy",
-        "all_proxy",
-    ):
+    for variable in PROXY_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
     config = ProviderConfig(
         openai_api_key="k", anthropic_api_key="k", openai_base_url="http://127.0.0.1:9/v1"

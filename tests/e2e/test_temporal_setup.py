@@ -128,24 +128,30 @@ async def test_a_turn_temporal_refuses_for_want_of_them_is_a_clear_503(
     assert submissions.status_code == 404 or submissions.json()["count"] == 0
 
 
-async def test_unusable_tls_settings_stop_the_command_with_one_clear_line(tmp_path: Path) -> None:
+async def failed_start(command: str, tmp_path: Path, **env: str) -> tuple[int, str]:
+    """`perdure <command>` with only `env` set of Perdure's and Temporal's variables: its exit
+    code and standard error."""
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("PERDURE_", "TEMPORAL_"))}
     process = subprocess.Popen(
-        [PERDURE, "temporal-setup"],
-        env={
-            **inherited,
-            "PYTHONPATH": str(REPO),
-            "PERDURE_DATA_DIR": str(tmp_path),
-            "TEMPORAL_API_KEY": "secret-key",
-            "TEMPORAL_TLS_CLIENT_CERT_PATH": str(tmp_path / "missing.pem"),
-            "TEMPORAL_TLS_CLIENT_KEY_PATH": str(tmp_path / "missing.key"),
-        },
+        [PERDURE, command],
+        env={**inherited, "PYTHONPATH": str(REPO), "PERDURE_DATA_DIR": str(tmp_path), **env},
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     code, _, stderr = await finished(process)
+    return code, stderr
+
+
+async def test_unusable_tls_settings_stop_the_command_with_one_clear_line(tmp_path: Path) -> None:
+    code, stderr = await failed_start(
+        "temporal-setup",
+        tmp_path,
+        TEMPORAL_API_KEY="secret-key",
+        TEMPORAL_TLS_CLIENT_CERT_PATH=str(tmp_path / "missing.pem"),
+        TEMPORAL_TLS_CLIENT_KEY_PATH=str(tmp_path / "missing.key"),
+    )
 
     assert code == 1
     assert "Traceback" not in stderr
@@ -161,23 +167,10 @@ async def test_unusable_tls_settings_stop_the_command_with_one_clear_line(tmp_pa
 async def test_a_temporal_that_does_not_answer_stops_the_process_with_one_clear_line(
     command: str, tmp_path: Path
 ) -> None:
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("PERDURE_", "TEMPORAL_"))}
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
-    process = subprocess.Popen(
-        [PERDURE, command],
-        env={
-            **inherited,
-            "PYTHONPATH": str(REPO),
-            "PERDURE_DATA_DIR": str(tmp_path),
-            "PERDURE_PORT": str(free_port()),
-            "TEMPORAL_ADDRESS": address,
-        },
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    code, stderr = await failed_start(
+        command, tmp_path, PERDURE_PORT=str(free_port()), TEMPORAL_ADDRESS=address
     )
-    code, _, stderr = await finished(process)
 
     assert code == 1
     assert "Traceback" not in stderr

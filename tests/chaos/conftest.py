@@ -1,0 +1,19 @@
+"""What the chaos specifications share."""
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from perdure.testing.cluster import Cluster, running_cluster
+from perdure.testing.fakeprovider.server import FakeProvider
+from tests.databases import database_url
+from tests.served import CLUSTER
+
+
+@pytest.fixture
+async def postgres_cluster(tmp_path: Path, fake_provider: FakeProvider) -> AsyncIterator[Cluster]:
+    """Processes on one PostgreSQL store, the scale-out store."""
+    with database_url("postgres", tmp_path) as url:
+        async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
+            yield running
