@@ -80,13 +80,12 @@ def anthropic_client(config: ProviderConfig, *, relayed: bool = False) -> anthro
     clients = _anthropic.setdefault(asyncio.get_running_loop(), {})
     if (key, base_url) not in clients:
         transport = asyncio_transport()
+        http = anthropic.DefaultAsyncHttpxClient(transport=transport) if transport else None
         clients[key, base_url] = anthropic.AsyncAnthropic(
             api_key=key.get_secret_value(),
             base_url=base_url,
             max_retries=0,
             timeout=_TIMEOUT,
-            http_client=anthropic.DefaultAsyncHttpxClient(transport=transport)
-            if transport
-            else None,
+            http_client=http,
         )
     return clients[key, base_url]
