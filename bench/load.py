@@ -254,6 +254,21 @@ async def progress(
 
 
 PERDURE_PROCESSES = ("gateway", "worker", "node")
+SHAPES = ("split", "node")
+"""`split`: a `perdure worker` and a `perdure gateway`; `node`: one `perdure serve`."""
+
+
+def add_shape_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--shape",
+        choices=[*SHAPES, "both"],
+        default="split",
+        help="split: perdure worker + perdure gateway; node: one perdure serve",
+    )
+
+
+def chosen_shapes(option: str) -> list[str]:
+    return list(SHAPES) if option == "both" else [option]
 
 
 @dataclass
@@ -461,12 +476,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chats", default="50,150,300,500", help="comma-separated chat counts")
     parser.add_argument("--store", choices=["sqlite", "postgres", "both"], default="both")
-    parser.add_argument(
-        "--shape",
-        choices=["split", "node", "both"],
-        default="split",
-        help="split: perdure worker + perdure gateway; node: one perdure serve",
-    )
+    add_shape_option(parser)
     parser.add_argument("--count", type=int, default=30, help="tokens per answer")
     parser.add_argument("--delay-ms", type=int, default=50, help="ms between tokens")
     parser.add_argument(
@@ -485,7 +495,7 @@ async def main() -> None:
             parser.error(reason)
         print(f"skipping postgres: {reason}")
         stores.remove("postgres")
-    shapes = ["split", "node"] if args.shape == "both" else [args.shape]
+    shapes = chosen_shapes(args.shape)
     runs: list[LoadRun] = []
     for store, shape, chats in itertools.product(stores, shapes, counts):
         run = await one_run(

@@ -26,7 +26,16 @@ from tempfile import TemporaryDirectory
 import httpx
 
 from bench._support import p50_p95
-from bench.load import LoadRun, chunk_row_times, judge, load_cluster, measure, message_id
+from bench.load import (
+    LoadRun,
+    add_shape_option,
+    chosen_shapes,
+    chunk_row_times,
+    judge,
+    load_cluster,
+    measure,
+    message_id,
+)
 from perdure.testing.cluster import CountingTurn
 from perdure.testing.databases import postgres_available
 
@@ -89,14 +98,9 @@ async def main() -> None:
     parser.add_argument("--count", type=int, default=1500)
     parser.add_argument("--delay-ms", type=int, default=20)
     parser.add_argument("--store", choices=["sqlite", "postgres", "both"], default="sqlite")
-    parser.add_argument(
-        "--shape",
-        choices=["split", "node", "both"],
-        default="split",
-        help="split: perdure worker + perdure gateway; node: one perdure serve",
-    )
+    add_shape_option(parser)
     args = parser.parse_args()
-    shapes = ["split", "node"] if args.shape == "both" else [args.shape]
+    shapes = chosen_shapes(args.shape)
     stores = ["sqlite", "postgres"] if args.store == "both" else [args.store]
     if "postgres" in stores and (reason := postgres_available()) is not None:
         parser.error(reason)
