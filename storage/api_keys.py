@@ -16,8 +16,7 @@ import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import or_, update
-from sqlmodel import col, select
-from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlmodel import Session, col, select
 
 from perdure.domain.access import checked_tenant
 from storage.access_tables import ApiKeyRow
@@ -104,8 +103,8 @@ async def _touch(db: Database, key_id: str, at: float) -> None:
     """One conditional statement: of gateways that race here, one writes and the others match
     no row."""
 
-    async def touch(session: AsyncSession) -> None:
-        await session.exec(
+    def touch(session: Session) -> None:
+        session.exec(
             update(ApiKeyRow)
             .where(
                 col(ApiKeyRow.id) == key_id,

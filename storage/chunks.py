@@ -7,7 +7,6 @@ from sqlalchemy import Connection, bindparam, case, insert, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
-from sqlmodel.ext.asyncio.session import AsyncSession
 
 from perdure.domain.ui import Chunk
 from storage.db import Database
@@ -45,11 +44,11 @@ class LogBatch:
     cursor: ProviderCursor | None = None
 
 
-async def _locked_log(session: AsyncSession, message_id: str) -> ChunkLogRow:
+def _locked_log(session: Session, message_id: str) -> ChunkLogRow:
     """The log's row, locked for this transaction (created on first use)."""
-    connection = await session.connection()
+    connection = session.connection()
     dialect_insert = sqlite_insert if connection.dialect.name == "sqlite" else pg_insert
-    await connection.execute(
+    connection.execute(
         dialect_insert(ChunkLogRow)
         .values(message_id=message_id, next_seq=0, closed=False, fences={})
         .on_conflict_do_nothing(index_elements=["message_id"])
@@ -60,7 +59,7 @@ async def _locked_log(session: AsyncSession, message_id: str) -> ChunkLogRow:
         .with_for_update()
         .execution_options(populate_existing=True)  # a row cached earlier may predate the lock
     )
-    return (await session.exec(locked)).one()
+    return session.exec(locked).one()
 
 
 def _refusal(
@@ -88,14 +87,17 @@ def _admit_writer(log: ChunkLogRow, writer: LogWriter) -> None:
 async def claim_log(db: Database, *, message_id: str, writer: LogWriter) -> None:
     """Fence off the writer's earlier attempts before this one reads the log: from the commit
     on, the store refuses their writes, so a paused attempt can never interleave with it."""
-    async with db.write() as session:
-        log = await _locked_log(session, message_id)
+
+    def claim(session: Session) -> None:
+        log = _locked_log(session, message_id)
         _admit_writer(log, writer)
         session.add(log)
 
+    await db.transact(claim)
 
-async def insert_chunks(
-    session: AsyncSession,
+
+def insert_chunks(
+    session: Session,
     *,
     message_id: str,
     chunks: list[Chunk],
@@ -110,18 +112,18 @@ async def insert_chunks(
     submission's provider cursor moves in the same transaction, so it never points before or
     after what the log holds. With `close`, nothing can be appended after these chunks.
     """
-    log = await _locked_log(session, message_id)
+    log = _locked_log(session, message_id)
     _admit_writer(log, writer)
-    connection = await session.connection()
+    connection = session.connection()
     if cursor is not None:
-        await connection.execute(
+        connection.execute(
             update(SubmissionRow)
             .where(col(SubmissionRow.id) == cursor.submission_id)
             .values(provider_cursor=cursor.value)
         )
     first = log.next_seq
     created = now()
-    await connection.execute(
+    connection.execute(
         insert(ChunkRow),
         [
             {
@@ -140,7 +142,7 @@ async def insert_chunks(
     log.closed = log.closed or close
     session.add(log)
     if notify:
-        await connection.execute(
+        connection.execute(
             text("SELECT pg_notify(:channel, :message_id)"),
             {"channel": CHANNEL, "message_id": message_id},
         )
@@ -158,8 +160,8 @@ async def append_chunks(
     """Append in one transaction and return the last seq (see `insert_chunks`)."""
     if not chunks:
         raise ValueError("append_chunks needs at least one chunk")
-    async with db.write() as session:
-        return await insert_chunks(
+    return await db.transact(
+        lambda session: insert_chunks(
             session,
             message_id=message_id,
             chunks=chunks,
@@ -167,6 +169,7 @@ async def append_chunks(
             notify=not db.is_sqlite,
             cursor=cursor,
         )
+    )
 
 
 @dataclass
@@ -316,14 +319,12 @@ def insert_batches(
     return results
 
 
-async def locked_log_tail(
-    session: AsyncSession, message_id: str, *, after: int
-) -> list[tuple[int, Chunk]]:
+def locked_log_tail(session: Session, message_id: str, *, after: int) -> list[tuple[int, Chunk]]:
     """The log's chunks after seq `after`, its row locked for this transaction: no writer
     appends to it until the transaction ends, so a read made before it plus this tail is the
     whole log until then (seqs are dense)."""
-    await _locked_log(session, message_id)
-    rows = await session.exec(
+    _locked_log(session, message_id)
+    rows = session.exec(
         select(ChunkRow.seq, ChunkRow.body)
         .where(ChunkRow.message_id == message_id, ChunkRow.seq > after)
         .order_by(col(ChunkRow.seq))

@@ -3,8 +3,7 @@
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlmodel import col, select
-from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlmodel import Session, col, select
 
 from perdure.domain.concurrency import DEFAULT_DEBOUNCE_MS, Concurrency, ConcurrencyStrategy
 from perdure.domain.turn_chunks import start_chunk
@@ -33,8 +32,8 @@ class Effects:
     """Queued submissions whose turns end `skipped`."""
 
 
-async def strategy_for(
-    session: AsyncSession,
+def strategy_for(
+    session: Session,
     chat: ChatSessionRow,
     requested: ConcurrencyStrategy | None,
     debounce_ms: int | None,
@@ -45,14 +44,14 @@ async def strategy_for(
     if requested is not None and (requested != "debounce" or debounce_ms is not None):
         # The request says all: no read on the intake's path.
         return Concurrency(requested, debounce_ms=debounce_ms or DEFAULT_DEBOUNCE_MS)
-    served = await session.get(ServedAgentRow, (task_queue, chat.agent)) if task_queue else None
+    served = session.get(ServedAgentRow, (task_queue, chat.agent)) if task_queue else None
     strategy = requested or (served.concurrency if served else "queue")
     period = debounce_ms or (served.debounce_ms if served else None) or DEFAULT_DEBOUNCE_MS
     return Concurrency(strategy, debounce_ms=period)  # type: ignore[arg-type]
 
 
-async def absorb_queued(
-    session: AsyncSession,
+def absorb_queued(
+    session: Session,
     chat: ChatSessionRow,
     submission: SubmissionRow,
     concurrency: Concurrency,
@@ -66,7 +65,7 @@ async def absorb_queued(
     effects = Effects()
     if concurrency.strategy == "debounce":
         submission.not_before = at + concurrency.debounce_ms / 1000
-    queued = await session.exec(
+    queued = session.exec(
         select(SubmissionRow)
         .where(
             SubmissionRow.session_id == chat.id,
@@ -96,8 +95,8 @@ async def absorb_queued(
     return effects
 
 
-async def apply_busy(
-    session: AsyncSession,
+def apply_busy(
+    session: Session,
     chat: ChatSessionRow,
     submission: SubmissionRow,
     concurrency: Concurrency,
@@ -108,7 +107,7 @@ async def apply_busy(
     """Inside the intake transaction, with the session locked and a turn running."""
     strategy = concurrency.strategy
     if concurrency.absorbs_queued:
-        return await absorb_queued(session, chat, submission, concurrency, at=at)
+        return absorb_queued(session, chat, submission, concurrency, at=at)
     effects = Effects()
     if strategy == "reject":
         raise SessionBusy(
@@ -119,7 +118,7 @@ async def apply_busy(
         submission.status = "skipped"
         submission.completed_at = at
         submission.error = DROPPED_REASON
-        await insert_chunks(
+        insert_chunks(
             session,
             message_id=submission.assistant_message_id,
             chunks=[
@@ -132,7 +131,7 @@ async def apply_busy(
         )
         return effects
     if strategy == "latest":
-        queued = await session.exec(
+        queued = session.exec(
             select(SubmissionRow).where(
                 SubmissionRow.session_id == chat.id,
                 SubmissionRow.status == "pending",
@@ -146,7 +145,7 @@ async def apply_busy(
                 session.add(row)
                 effects.skip.append(row)
     if strategy in ("interrupt", "rollback") and chat.running_submission_id is not None:
-        running = await session.get(SubmissionRow, chat.running_submission_id)
+        running = session.get(SubmissionRow, chat.running_submission_id)
         if running is not None:
             running.cancel_requested_at = running.cancel_requested_at or at
             running.rolled_back = running.rolled_back or strategy == "rollback"

@@ -1,8 +1,7 @@
 """Engines and transactions for SQLite (embedded default) and PostgreSQL (scale-out)."""
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar, cast
 
@@ -13,7 +12,7 @@ from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.store_loop import StoreLoop
+from storage.store_thread import StoreThread
 from storage.urls import async_url, is_sqlite, sync_url
 
 T = TypeVar("T")
@@ -111,11 +110,8 @@ class Database:
             )
             self._read_engine = self._write_engine
         self._sqlite_writes = asyncio.Lock() if self.is_sqlite else None
-        self._store_loop: StoreLoop | None = None
+        self._store_thread: StoreThread | None = None
         self._blocking_reads: Engine | None = None
-        self._store_engine: AsyncEngine | None = None
-        self._store_writes: async_sessionmaker[AsyncSession] | None = None
-        self._store_lock: asyncio.Lock | None = None
         self._writes = async_sessionmaker(
             self._write_engine, class_=AsyncSession, expire_on_commit=False
         )
@@ -135,42 +131,28 @@ class Database:
         async with self._sqlite_writes, self._writes() as session, session.begin():
             yield session
 
-    async def transact(self, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-        """`work(session)` as one write transaction, like `write()`, for the hot writers.
+    async def transact(self, work: Callable[[Session], T]) -> T:
+        """`work(session)` as one write transaction with a blocking session, for the hot
+        writers (intake, a turn's finish, stops, tool waits, log claims).
 
-        On SQLite it runs whole on a store thread's own event loop (storage/store_loop.py), so
-        the database's single write lock is held for its statements, not for the loop cycles
-        of a busy process in between; while another connection holds that lock, `work` is run
-        again every millisecond, so it must do nothing but store work. On PostgreSQL (row
-        locks) it runs on the caller's loop.
+        On SQLite it runs whole on a store thread (storage/store_thread.py), so the database's
+        single write lock is held for its statements, not for the loop cycles of a busy process
+        in between; while another connection holds that lock, `work` is run again every
+        millisecond, so it must do nothing but store work. On PostgreSQL (row locks) it runs
+        on the caller's loop through `AsyncSession.run_sync`. Either way a caller cancelled
+        before the commit gets the transaction rolled back.
         """
         if not self.is_sqlite:
             async with self.write() as session:
-                return await work(session)
-        if self._store_loop is None:
-            self._store_loop = StoreLoop("perdure-store")
-        return await self._store_loop.run(lambda: self._transact_on_store_loop(work))
-
-    async def _transact_on_store_loop(self, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-        if self._store_writes is None or self._store_lock is None:
-            # Created on the store loop: an async engine's connections belong to one loop.
-            self._store_engine = _sqlite_engine(self.url, begin="BEGIN IMMEDIATE", poll_lock=True)
-            self._store_writes = async_sessionmaker(
-                self._store_engine, class_=AsyncSession, expire_on_commit=False
+                # sqlmodel's AsyncSession runs `work` with its own (sqlmodel) Session class.
+                return await session.run_sync(cast(Callable[[OrmSession], T], work))
+        if self._store_thread is None:
+            self._store_thread = StoreThread(
+                "perdure-store", sync_write_engine(self.url), retry_when=sqlite_locked
             )
-            self._store_lock = asyncio.Lock()
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
-        async with self._store_lock:
-            while True:
-                try:
-                    async with self._store_writes() as session, session.begin():
-                        return await work(session)
-                except OperationalError as error:
-                    # Only its first statement can meet the lock (`BEGIN IMMEDIATE`): nothing
-                    # of `work` was written, so it runs again.
-                    if not sqlite_locked(error) or time.monotonic() > deadline:
-                        raise
-                await asyncio.sleep(LOCK_POLL_SECONDS)
+        return await self._store_thread.run(
+            work, patience=LOCK_WAIT_SECONDS, poll=LOCK_POLL_SECONDS
+        )
 
     async def read_sync(self, read: Callable[[Session], T]) -> T:
         """`read(session)` with a blocking session, for the reads on a turn's hot path.
@@ -209,15 +191,9 @@ class Database:
             await session.exec(text("SELECT 1"))  # type: ignore[call-overload]
 
     async def close(self) -> None:
-        if self._store_loop is not None:
-            engine = self._store_engine
-
-            async def dispose() -> None:
-                if engine is not None:
-                    await engine.dispose()
-
-            await self._store_loop.close(dispose)
-            self._store_loop = None
+        if self._store_thread is not None:
+            await asyncio.to_thread(self._store_thread.close)
+            self._store_thread = None
         if self._blocking_reads is not None:
             self._blocking_reads.dispose()
             self._blocking_reads = None

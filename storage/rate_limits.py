@@ -11,26 +11,25 @@ import math
 
 from sqlalchemy.dialects.postgresql import insert as postgres_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlmodel import select
-from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlmodel import Session, select
 
 from perdure.domain.access import Rate
 from storage.access_tables import RateBucketRow
 from storage.errors import RateLimited
 
 
-async def take_token(session: AsyncSession, *, tenant_id: str, rate: Rate, at: float) -> None:
+def take_token(session: Session, *, tenant_id: str, rate: Rate, at: float) -> None:
     """Take one submission from the tenant's bucket, or raise `RateLimited` with the whole
     seconds until one is back."""
     dialect = session.bind.dialect.name if session.bind is not None else "sqlite"
     insert = postgres_insert if dialect == "postgresql" else sqlite_insert
     # A new tenant's bucket starts full; of gateways that create it at once, one inserts it.
-    await session.exec(
+    session.exec(
         insert(RateBucketRow)
         .values(tenant_id=tenant_id, tokens=float(rate.count), refilled_at=at)
         .on_conflict_do_nothing(index_elements=["tenant_id"])
     )
-    result = await session.exec(
+    result = session.exec(
         select(RateBucketRow).where(RateBucketRow.tenant_id == tenant_id).with_for_update()
     )
     bucket = result.one()

@@ -10,8 +10,7 @@ a stop is either recorded before the decision (and wins) or answered `already_fi
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlmodel import col, select
-from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlmodel import Session, col, select
 
 from storage.db import Database
 from storage.submissions import ACTIVE, locked_submission
@@ -31,9 +30,9 @@ class StopRecord:
     """The submission the stop was for (None: `nothing_running`)."""
 
 
-async def _oldest_queued(session: AsyncSession, session_id: str) -> SubmissionRow | None:
+def _oldest_queued(session: Session, session_id: str) -> SubmissionRow | None:
     """Cancelled ones included: stopping twice stops the same queued turn, not the next."""
-    result = await session.exec(
+    result = session.exec(
         select(SubmissionRow)
         .where(SubmissionRow.session_id == session_id, SubmissionRow.status == "pending")
         .order_by(col(SubmissionRow.queue_seq))
@@ -46,18 +45,18 @@ async def record_stop(db: Database, *, session_id: str, submission_id: str | Non
     """Stop `submission_id` of the session, or (None) its running turn, else its oldest queued
     one. Repeating a stop is harmless: the first mark stays."""
 
-    async def record(session: AsyncSession) -> StopRecord:
+    def record(session: Session) -> StopRecord:
         # Only the submission is locked: `finish` locks it before the session, and taking
         # the session first here deadlocked the two on PostgreSQL. A running turn that ends
         # between the read of the session and the lock is seen ended under the lock.
-        chat = await session.get(ChatSessionRow, session_id)
+        chat = session.get(ChatSessionRow, session_id)
         if chat is None:
             return StopRecord("nothing_running", None)
         target_id = submission_id or chat.running_submission_id
         target = (
-            await locked_submission(session, target_id)
+            locked_submission(session, target_id)
             if target_id
-            else await _oldest_queued(session, session_id)
+            else _oldest_queued(session, session_id)
         )
         if target is None or target.session_id != session_id:
             return StopRecord("nothing_running", None)
@@ -82,8 +81,8 @@ async def decide_ending(db: Database, *, submission_id: str, proposed: Ending) -
     """The turn's ending, decided once: `proposed` (what the workflow saw), or `aborted` when a
     stop was recorded first. A repeated finish (after a crash) gets the first decision."""
 
-    async def decide(session: AsyncSession) -> Decided:
-        row = await locked_submission(session, submission_id)
+    def decide(session: Session) -> Decided:
+        row = locked_submission(session, submission_id)
         if row is None:
             return Decided(proposed, None)
         if row.ending is not None:

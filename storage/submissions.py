@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import col, select
-from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlmodel import Session, col, select
 
 from perdure.domain.concurrency import ConcurrencyStrategy
 from perdure.domain.payloads import FinishTurnInput, Outcome
@@ -84,22 +83,22 @@ def new_assistant_message_id() -> str:
     return f"msg_{uuid.uuid4().hex[:24]}"
 
 
-async def _locked_session(session: AsyncSession, session_id: str) -> ChatSessionRow | None:
-    result = await session.exec(
+def _locked_session(session: Session, session_id: str) -> ChatSessionRow | None:
+    result = session.exec(
         select(ChatSessionRow).where(ChatSessionRow.id == session_id).with_for_update()
     )
     return result.first()
 
 
-async def locked_submission(session: AsyncSession, submission_id: str) -> SubmissionRow | None:
-    result = await session.exec(
+def locked_submission(session: Session, submission_id: str) -> SubmissionRow | None:
+    result = session.exec(
         select(SubmissionRow).where(SubmissionRow.id == submission_id).with_for_update()
     )
     return result.first()
 
 
-async def _locked_with_session(
-    session: AsyncSession, submission_id: str, session_id: str | None = None
+def _locked_with_session(
+    session: Session, submission_id: str, session_id: str | None = None
 ) -> tuple[ChatSessionRow | None, SubmissionRow | None]:
     """The submission and its session, both locked, the session first: the order intake takes
     them in (it locks the session, then changes the running submission); the other order can
@@ -107,21 +106,17 @@ async def _locked_with_session(
     (saves a read); else it is looked up."""
     if session_id is None:
         session_id = (
-            await session.exec(
-                select(SubmissionRow.session_id).where(SubmissionRow.id == submission_id)
-            )
+            session.exec(select(SubmissionRow.session_id).where(SubmissionRow.id == submission_id))
         ).first()
         if session_id is None:
             return None, None
-    chat = await _locked_session(session, session_id)
-    return chat, await locked_submission(session, submission_id)
+    chat = _locked_session(session, session_id)
+    return chat, locked_submission(session, submission_id)
 
 
-async def _locked_chat(
-    session: AsyncSession, tenant_id: str, chat_id: str
-) -> ChatSessionRow | None:
+def _locked_chat(session: Session, tenant_id: str, chat_id: str) -> ChatSessionRow | None:
     """The tenant's session a client knows by `chat_id`, locked (as `_locked_session`)."""
-    result = await session.exec(
+    result = session.exec(
         select(ChatSessionRow)
         .where(ChatSessionRow.tenant_id == tenant_id, ChatSessionRow.chat_id == chat_id)
         .with_for_update()
@@ -129,9 +124,7 @@ async def _locked_chat(
     return result.first()
 
 
-def _admit(
-    session: AsyncSession, chat: ChatSessionRow, submission: SubmissionRow, at: float
-) -> None:
+def _admit(session: Session, chat: ChatSessionRow, submission: SubmissionRow, at: float) -> None:
     """Apply the submission's user messages at the leaf, in order, and mark it running: a
     queued submission's messages join the transcript only when its turn starts."""
     if submission.regenerates:
@@ -168,8 +161,8 @@ def _admit(
     session.add(submission)
 
 
-async def _queue_head(session: AsyncSession, chat: ChatSessionRow) -> SubmissionRow | None:
-    queued = await session.exec(
+def _queue_head(session: Session, chat: ChatSessionRow) -> SubmissionRow | None:
+    queued = session.exec(
         select(SubmissionRow)
         .where(
             SubmissionRow.session_id == chat.id,
@@ -181,12 +174,10 @@ async def _queue_head(session: AsyncSession, chat: ChatSessionRow) -> Submission
     return queued.first()
 
 
-async def _admit_next(
-    session: AsyncSession, chat: ChatSessionRow, at: float
-) -> SubmissionRow | None:
+def _admit_next(session: Session, chat: ChatSessionRow, at: float) -> SubmissionRow | None:
     """Admit the session's oldest queued submission, if any (the caller released the session),
     unless it is debounced until later: its own turn admits it then (`admit_when_due`)."""
-    following = await _queue_head(session, chat)
+    following = _queue_head(session, chat)
     if following is None or (following.not_before or 0) > at:
         return None
     _admit(session, chat, following, at)
@@ -198,19 +189,19 @@ async def admit_when_due(db: Database, *, submission_id: str) -> bool:
     it heads the queue. False: it waits for the turn ahead of it to end (which admits it) or
     was taken over by a later submission."""
 
-    async def admit(session: AsyncSession) -> bool:
-        submission = await session.get(SubmissionRow, submission_id)
+    def admit(session: Session) -> bool:
+        submission = session.get(SubmissionRow, submission_id)
         if submission is None:
             return False
-        chat = await _locked_session(session, submission.session_id)
+        chat = _locked_session(session, submission.session_id)
         if chat is None:
             return False
-        await session.refresh(submission)  # read again under the session's lock
+        session.refresh(submission)  # read again under the session's lock
         if submission.status == "running":
             return True
         if chat.running_submission_id is not None:
             return False
-        head = await _queue_head(session, chat)
+        head = _queue_head(session, chat)
         if head is None or head.id != submission.id:
             return False
         _admit(session, chat, submission, now())
@@ -219,8 +210,8 @@ async def admit_when_due(db: Database, *, submission_id: str) -> bool:
     return await db.transact(admit)
 
 
-async def _by_key(session: AsyncSession, session_id: str, key: str) -> SubmissionRow | None:
-    result = await session.exec(
+def _by_key(session: Session, session_id: str, key: str) -> SubmissionRow | None:
+    result = session.exec(
         select(SubmissionRow).where(
             SubmissionRow.session_id == session_id, SubmissionRow.idempotency_key == key
         )
@@ -228,10 +219,10 @@ async def _by_key(session: AsyncSession, session_id: str, key: str) -> Submissio
     return result.first()
 
 
-async def _message_id_taken(session: AsyncSession, session_id: str, message_id: str) -> bool:
-    if await session.get(MessageRow, (session_id, message_id)) is not None:
+def _message_id_taken(session: Session, session_id: str, message_id: str) -> bool:
+    if session.get(MessageRow, (session_id, message_id)) is not None:
         return True
-    queued = await session.exec(
+    queued = session.exec(
         select(SubmissionRow.id).where(
             SubmissionRow.session_id == session_id,
             SubmissionRow.user_message_id == message_id,
@@ -241,10 +232,8 @@ async def _message_id_taken(session: AsyncSession, session_id: str, message_id: 
     return queued.first() is not None
 
 
-async def _stored_user_message(
-    session: AsyncSession, chat: ChatSessionRow, message_id: str
-) -> MessageRow:
-    stored = await session.get(MessageRow, (chat.id, message_id))
+def _stored_user_message(session: Session, chat: ChatSessionRow, message_id: str) -> MessageRow:
+    stored = session.get(MessageRow, (chat.id, message_id))
     if stored is None or stored.role != "user":
         raise MessageConflict(f"no stored user message {message_id!r} in session {chat.chat_id!r}")
     return stored
@@ -261,12 +250,10 @@ def _as_ui_message(stored: MessageRow) -> UIMessage:
     )
 
 
-async def _last_answer(session: AsyncSession, chat: ChatSessionRow) -> UIMessage:
+def _last_answer(session: Session, chat: ChatSessionRow) -> UIMessage:
     """The assistant message a `continue_last` turn goes on from: the active path's last."""
     last = (
-        await session.get(MessageRow, (chat.id, chat.leaf_message_id))
-        if chat.leaf_message_id
-        else None
+        session.get(MessageRow, (chat.id, chat.leaf_message_id)) if chat.leaf_message_id else None
     )
     if last is None or last.role != "assistant":
         raise MessageConflict(
@@ -290,11 +277,11 @@ async def _submit_once(
     parent = options.parent
     messages = [*options.prior_messages, message]
 
-    async def record(session: AsyncSession) -> SubmitOutcome:
+    def record(session: Session) -> SubmitOutcome:
         if options.submission_id is not None:
-            named = await session.get(SubmissionRow, options.submission_id)
+            named = session.get(SubmissionRow, options.submission_id)
             if named is not None:
-                owner = await session.get(ChatSessionRow, named.session_id)
+                owner = session.get(ChatSessionRow, named.session_id)
                 if (owner.chat_id if owner else None, named.tenant_id, named.idempotency_key) != (
                     chat_id,
                     tenant_id,
@@ -307,7 +294,7 @@ async def _submit_once(
                 return SubmitOutcome(named, created=False)
         answered = message
         branch_point: str | None = None
-        chat = await _locked_chat(session, tenant_id, chat_id)
+        chat = _locked_chat(session, tenant_id, chat_id)
         if chat is None and (options.regenerate or options.edit_of or options.continue_last):
             raise MessageConflict(f"session {chat_id!r} has no message to answer again")
         if chat is None:
@@ -327,7 +314,7 @@ async def _submit_once(
                 parent_tool_call_id=parent.tool_call_id if parent else None,
             )
         else:
-            existing = await _by_key(session, chat.id, idempotency_key)
+            existing = _by_key(session, chat.id, idempotency_key)
             if existing is not None:
                 if options.submission_id not in (None, existing.id):
                     raise SubmissionConflict(
@@ -336,20 +323,20 @@ async def _submit_once(
                     )
                 return SubmitOutcome(existing, created=False)
             if options.regenerate:
-                answered = _as_ui_message(await _stored_user_message(session, chat, message.id))
+                answered = _as_ui_message(_stored_user_message(session, chat, message.id))
             if options.continue_last:
-                answered = await _last_answer(session, chat)
+                answered = _last_answer(session, chat)
             if options.edit_of is not None:
-                edited = await _stored_user_message(session, chat, options.edit_of)
+                edited = _stored_user_message(session, chat, options.edit_of)
                 branch_point = edited.parent_id
             for each in [] if options.regenerate or options.continue_last else messages:
-                if await _message_id_taken(session, chat.id, each.id):
+                if _message_id_taken(session, chat.id, each.id):
                     raise MessageConflict(
                         f"message {each.id!r} already exists in session {chat_id!r}; send "
                         "a new message id, or repeat the original request to attach to its turn"
                     )
         if options.limits is not None:
-            await options.limits.check(session, agent=chat.agent, at=at)
+            options.limits.check(session, agent=chat.agent, at=at)
         submission = SubmissionRow(
             id=options.submission_id or new_submission_id(),
             session_id=chat.id,
@@ -372,17 +359,17 @@ async def _submit_once(
         )
         chat.next_queue_seq += 1
         session.add(submission)
-        concurrency = await strategy_for(
+        concurrency = strategy_for(
             session, chat, options.concurrency, options.debounce_ms, options.task_queue
         )
         effects = Effects()
         if chat.running_submission_id is not None:
-            effects = await apply_busy(
+            effects = apply_busy(
                 session, chat, submission, concurrency, at=at, notify=not db.is_sqlite
             )
             chat.updated_at = at
         elif concurrency.strategy == "debounce":
-            effects = await absorb_queued(session, chat, submission, concurrency, at=at)
+            effects = absorb_queued(session, chat, submission, concurrency, at=at)
             chat.updated_at = at
         else:
             _admit(session, chat, submission, at)
@@ -507,18 +494,18 @@ async def finish(
     """
     at = now()
 
-    async def close(session: AsyncSession) -> Finished:
-        chat, submission = await _locked_with_session(session, submission_id, session_id)
+    def close(session: Session) -> Finished:
+        chat, submission = _locked_with_session(session, submission_id, session_id)
         if submission is None:
             return Finished(None, closed=False)
         closing: list[Chunk] = []
         assistant = Reduction()
         if submission.status in ACTIVE:
             last = read[-1][0] if read else -1
-            tail = await locked_log_tail(session, submission.assistant_message_id, after=last)
+            tail = locked_log_tail(session, submission.assistant_message_id, after=last)
             closing, assistant = plan([chunk for _, chunk in read + tail])
         if closing:
-            await insert_chunks(
+            insert_chunks(
                 session,
                 message_id=submission.assistant_message_id,
                 chunks=closing,
@@ -528,7 +515,7 @@ async def finish(
             )
         if submission.status in ACTIVE:
             was_running = submission.status == "running"
-            await cancel_pending(session, submission_id=submission.id, reason=f"turn {outcome}")
+            cancel_pending(session, submission_id=submission.id, reason=f"turn {outcome}")
             submission.status = outcome
             submission.completed_at = at
             submission.error = error
@@ -550,30 +537,28 @@ async def finish(
                 if chat.leaf_message_id == submission.user_message_id:
                     chat.leaf_message_id = submission.assistant_message_id
             if submission.rolled_back and chat is not None:
-                await _roll_back(session, chat, submission)
+                _roll_back(session, chat, submission)
         closed = bool(closing)
         if chat is None:
             return Finished(None, closed)
         if chat.running_submission_id == submission.id:
             chat.running_submission_id = None
             chat.updated_at = at
-            following = await _admit_next(session, chat, at)
+            following = _admit_next(session, chat, at)
             session.add(chat)
             return Finished(following, closed)
         if chat.running_submission_id is not None:
-            return Finished(await session.get(SubmissionRow, chat.running_submission_id), closed)
+            return Finished(session.get(SubmissionRow, chat.running_submission_id), closed)
         return Finished(None, closed)
 
     return await db.transact(close)
 
 
-async def _roll_back(
-    session: AsyncSession, chat: ChatSessionRow, submission: SubmissionRow
-) -> None:
+def _roll_back(session: Session, chat: ChatSessionRow, submission: SubmissionRow) -> None:
     """A turn stopped by `rollback`: its messages stay stored but leave the active path (the
     leaf goes back to where its first user message was applied)."""
     first = (submission.prior_messages or [submission.user_message])[0]
-    applied = await session.get(MessageRow, (chat.id, str(first["id"])))
+    applied = session.get(MessageRow, (chat.id, str(first["id"])))
     if applied is not None and chat.leaf_message_id in (
         submission.user_message_id,
         submission.assistant_message_id,
@@ -626,12 +611,11 @@ async def apply_recovery_plan(
     """A recovery-boot plan, in one transaction: queued submissions in `keep` run in that
     order (they swap queue positions), those in `skip` end `skipped` with their logs closed."""
     at = now()
-    async with db.write() as session:
-        rows = (
-            await session.exec(
-                select(SubmissionRow).where(
-                    SubmissionRow.session_id == session_id, SubmissionRow.status == "pending"
-                )
+
+    def apply(session: Session) -> None:
+        rows = session.exec(
+            select(SubmissionRow).where(
+                SubmissionRow.session_id == session_id, SubmissionRow.status == "pending"
             )
         ).all()
         by_id = {row.id: row for row in rows}
@@ -655,7 +639,7 @@ async def apply_recovery_plan(
                 ),
                 terminal_message="",
             )
-            await insert_chunks(
+            insert_chunks(
                 session,
                 message_id=skipped.assistant_message_id,
                 chunks=closing,
@@ -666,6 +650,8 @@ async def apply_recovery_plan(
             skipped.status = "skipped"
             skipped.completed_at = at
             session.add(skipped)
+
+    await db.transact(apply)
 
 
 async def stale_active(db: Database, *, older_than: float) -> list[SubmissionRow]:
@@ -700,45 +686,46 @@ async def withdraw_submission(db: Database, *, submission_id: str) -> Withdrawal
     runs after all.
     """
     at = now()
-    async with db.write() as session:
-        chat, submission = await _locked_with_session(session, submission_id)
+
+    def withdraw(session: Session) -> Withdrawal:
+        chat, submission = _locked_with_session(session, submission_id)
         if submission is None or submission.status not in ACTIVE:
             return Withdrawal(withdrawn=False)
         message_id = submission.assistant_message_id
-        begun = await session.exec(
-            select(ChunkRow.seq).where(ChunkRow.message_id == message_id).limit(1)
-        )
-        if begun.first() is not None or await session.get(ChunkLogRow, message_id) is not None:
+        begun = session.exec(select(ChunkRow.seq).where(ChunkRow.message_id == message_id).limit(1))
+        if begun.first() is not None or session.get(ChunkLogRow, message_id) is not None:
             return Withdrawal(withdrawn=False)
         if chat is not None and submission.status == "running":
             applied = [
                 row
                 for message in [*(submission.prior_messages or []), submission.user_message]
-                if (row := await session.get(MessageRow, (chat.id, str(message["id"]))))
+                if (row := session.get(MessageRow, (chat.id, str(message["id"]))))
                 and row.submission_id == submission.id
             ]
             if applied and chat.leaf_message_id == applied[-1].id:
                 chat.leaf_message_id = applied[0].parent_id
             for row in applied:
-                await session.delete(row)
+                session.delete(row)
             if chat.running_submission_id == submission.id:
                 chat.running_submission_id = None
-        await session.delete(submission)
-        await session.flush()
+        session.delete(submission)
+        session.flush()
         if chat is None:
             return Withdrawal(withdrawn=True)
         admitted: SubmissionRow | None = None
         if chat.running_submission_id is None:
-            admitted = await _admit_next(session, chat, at)
+            admitted = _admit_next(session, chat, at)
         created_by_it = chat.created_at == submission.created_at
-        others = await session.exec(
+        others = session.exec(
             select(SubmissionRow.id).where(SubmissionRow.session_id == chat.id).limit(1)
         )
-        messages = await session.exec(
+        messages = session.exec(
             select(MessageRow.id).where(MessageRow.session_id == chat.id).limit(1)
         )
         if created_by_it and others.first() is None and messages.first() is None:
-            await session.delete(chat)
+            session.delete(chat)
         else:
             session.add(chat)
-    return Withdrawal(withdrawn=True, admitted=admitted)
+        return Withdrawal(withdrawn=True, admitted=admitted)
+
+    return await db.transact(withdraw)

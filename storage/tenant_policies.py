@@ -5,8 +5,7 @@ not to be confused with a session admitting a queued submission to run)."""
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlmodel import col, select
-from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlmodel import Session, col, select
 
 from perdure.domain.access import Rate, checked_tenant
 from storage.access_tables import TenantPolicyRow
@@ -40,11 +39,11 @@ class TenantLimits:
         if self.allowed_agents is not None and agent not in self.allowed_agents:
             raise AgentNotAllowed(f"agent {agent!r} is not allowed for this tenant")
 
-    async def check(self, session: AsyncSession, *, agent: str, at: float) -> None:
+    def check(self, session: Session, *, agent: str, at: float) -> None:
         """The agent first: a refused agent costs no token."""
         self.check_agent(agent)
         if self.rate is not None:
-            await take_token(session, tenant_id=self.tenant_id, rate=self.rate, at=at)
+            take_token(session, tenant_id=self.tenant_id, rate=self.rate, at=at)
 
 
 def rate_of(row: TenantPolicyRow | None, default: Rate | None) -> Rate | None:

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import update
-from sqlmodel import col, select
-from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlmodel import Session, col, select
 
 from perdure.domain.payloads import WaitKind
 from perdure.domain.ui import Chunk
@@ -69,16 +68,14 @@ async def park(
     when an earlier attempt wrote it). Returns the rows, as first recorded."""
     at = now()
 
-    async def record(session: AsyncSession) -> list[ToolWaitRow]:
-        submission = await session.get(SubmissionRow, submission_id)
+    def record(session: Session) -> list[ToolWaitRow]:
+        submission = session.get(SubmissionRow, submission_id)
         if submission is None:
             raise LookupError(f"submission {submission_id} is gone")
         existing = {
             row.tool_call_id: row
-            for row in (
-                await session.exec(
-                    select(ToolWaitRow).where(ToolWaitRow.submission_id == submission_id)
-                )
+            for row in session.exec(
+                select(ToolWaitRow).where(ToolWaitRow.submission_id == submission_id)
             ).all()
         }
         rows: list[ToolWaitRow] = []
@@ -101,7 +98,7 @@ async def park(
                 session.add(row)
             rows.append(row)
         if finish is not None:
-            await insert_chunks(
+            insert_chunks(
                 session,
                 message_id=message_id,
                 chunks=[finish],
@@ -144,12 +141,10 @@ def _status_for(answer: WaitAnswer) -> str:
     return "approved" if answer.approved else "denied"
 
 
-async def _row_for(
-    session: AsyncSession, tenant_id: str, session_id: str, answer: WaitAnswer
-) -> ToolWaitRow:
+def _row_for(session: Session, tenant_id: str, session_id: str, answer: WaitAnswer) -> ToolWaitRow:
     key = col(ToolWaitRow.id) if answer.kind == "approval" else col(ToolWaitRow.tool_call_id)
     found = (
-        await session.exec(
+        session.exec(
             select(ToolWaitRow)
             .where(
                 key == answer.key,
@@ -174,10 +169,10 @@ async def answer_waits(
     before, or no longer waiting, is `WaitConflict`; the same answer again changes nothing."""
     at = now()
 
-    async def record(session: AsyncSession) -> list[Answered]:
+    def record(session: Session) -> list[Answered]:
         results: list[Answered] = []
         for answer in answers:
-            row = await _row_for(session, tenant_id, session_id, answer)
+            row = _row_for(session, tenant_id, session_id, answer)
             if row.status in ANSWERED and answer.same_as(row):
                 results.append(Answered(row, changed=False))
                 continue
@@ -227,9 +222,9 @@ async def expire_waits(db: Database, *, wait_ids: list[str], reason: str) -> Non
         )
 
 
-async def cancel_pending(session: AsyncSession, *, submission_id: str, reason: str) -> None:
+def cancel_pending(session: Session, *, submission_id: str, reason: str) -> None:
     """Inside the finish transaction: the turn ended, nothing it waited on can be answered."""
-    await session.exec(
+    session.exec(
         update(ToolWaitRow)
         .where(col(ToolWaitRow.submission_id) == submission_id, col(ToolWaitRow.status) == PENDING)
         .values(status="cancelled", reason=reason, answered_at=now())

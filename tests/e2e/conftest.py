@@ -45,13 +45,25 @@ async def tenants(stack: Stack) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.
         yield alpha, beta
 
 
+async def _migrated(url: str) -> AsyncIterator[Database]:
+    await asyncio.to_thread(migrate, url)
+    database = Database(url)
+    try:
+        yield database
+    finally:
+        await database.close()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Database]:
     """A migrated, empty store of its own (no Temporal, no gateway)."""
     with database_url(request.param, tmp_path) as url:
-        await asyncio.to_thread(migrate, url)
-        database = Database(url)
-        try:
+        async for database in _migrated(url):
             yield database
-        finally:
-            await database.close()
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[Database]:
+    """As `store`, SQLite only: for what only SQLite has (its write lock, its store thread)."""
+    async for database in _migrated(f"sqlite:///{tmp_path / 'perdure.db'}"):
+        yield database

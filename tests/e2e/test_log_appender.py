@@ -187,8 +187,8 @@ async def test_a_stale_writers_batch_is_refused_without_failing_the_others(
     old = LogWriter("activity:1", 1)
     await append_chunks(store, message_id=superseded, chunks=[delta(0)], writer=old)
     await claim_log(store, message_id=superseded, writer=LogWriter("activity:1", 2))
-    async with store.write() as session:
-        await insert_chunks(
+    await store.transact(
+        lambda session: insert_chunks(
             session,
             message_id=closed,
             chunks=[{"type": "finish"}],
@@ -196,6 +196,7 @@ async def test_a_stale_writers_batch_is_refused_without_failing_the_others(
             notify=False,
             close=True,
         )
+    )
     fenced = appender.writer(message_id=superseded, writer=old, submission_id="-")
     late = appender.writer(message_id=closed, writer=LogWriter("tool", 1), submission_id="-")
     healthy = appender.writer(message_id=live, writer=LogWriter("activity:2", 1), submission_id="-")

@@ -59,8 +59,8 @@ async def test_writers_of_different_activities_do_not_fence_each_other(store: Da
 
 async def test_nothing_is_appended_after_the_log_is_closed(store: Database) -> None:
     log = f"msg_{uuid.uuid4().hex[:12]}"
-    async with store.write() as session:
-        await insert_chunks(
+    await store.transact(
+        lambda session: insert_chunks(
             session,
             message_id=log,
             chunks=[{"type": "finish"}],
@@ -68,6 +68,7 @@ async def test_nothing_is_appended_after_the_log_is_closed(store: Database) -> N
             notify=False,
             close=True,
         )
+    )
 
     with pytest.raises(StaleWriter, match="closed"):
         await append_chunks(store, message_id=log, chunks=[delta(1)], writer=LogWriter("tool", 1))

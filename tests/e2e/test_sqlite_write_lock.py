@@ -7,34 +7,20 @@ import sqlite3
 import statistics
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
-import pytest
-from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlmodel import Session
 
 from storage.bus import ChunkBus
 from storage.chunks import LogWriter, load_log
 from storage.db import Database
 from storage.log_appender import BufferedLog, LogAppender
-from storage.migrate import migrate
 from storage.tables import ChatSessionRow
 
 HELD_SECONDS = 0.6
 """Long enough that SQLite's own busy handler is in its 100 ms sleeps by then."""
 CYCLES = 3
-
-
-@pytest.fixture
-async def sqlite_store(tmp_path: Path) -> AsyncIterator[Database]:
-    url = f"sqlite:///{tmp_path / 'perdure.db'}"
-    await asyncio.to_thread(migrate, url)
-    database = Database(url)
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 @contextmanager
@@ -58,7 +44,7 @@ async def _release_after(other: sqlite3.Connection, seconds: float) -> float:
 async def test_a_transaction_goes_on_within_milliseconds_of_the_lock_being_released(
     sqlite_store: Database,
 ) -> None:
-    async def write(session: AsyncSession) -> None:
+    def write(session: Session) -> None:
         session_id = f"s-{uuid.uuid4().hex[:8]}"
         session.add(
             ChatSessionRow(
@@ -75,7 +61,7 @@ async def test_a_transaction_goes_on_within_milliseconds_of_the_lock_being_relea
         await sqlite_store.transact(write)
         return time.monotonic()
 
-    await sqlite_store.transact(write)  # the store loop and its connection are up
+    await sqlite_store.transact(write)  # the store thread and its connection are up
     delays = []
     for _ in range(CYCLES):
         with lock_held_by_another_process(sqlite_store) as other:

@@ -153,8 +153,8 @@ async def test_one_trim_deletes_at_most_a_batch_and_later_trims_finish_the_job(
 async def closed_log(store: Database, *, closed_ago: float, chunks: int = 3) -> str:
     message_id = f"msg_{uuid.uuid4().hex[:24]}"
     body = [{"type": "text-delta", "id": "t", "delta": "x"}] * (chunks - 1)
-    async with store.write() as session:
-        await insert_chunks(
+    await store.transact(
+        lambda session: insert_chunks(
             session,
             message_id=message_id,
             chunks=[*body, {"type": "finish"}],
@@ -162,6 +162,7 @@ async def closed_log(store: Database, *, closed_ago: float, chunks: int = 3) -> 
             notify=False,
             close=True,
         )
+    )
     await age(store, message_id, closed_ago)
     return message_id
 
@@ -191,10 +192,11 @@ async def test_logs_closed_before_the_cutoff_lose_their_chunks_and_keep_their_ro
     old = await closed_log(store, closed_ago=EIGHT_DAYS)
     recent = await closed_log(store, closed_ago=60)
     open_log = f"msg_{uuid.uuid4().hex[:24]}"
-    async with store.write() as session:
-        await insert_chunks(
+    await store.transact(
+        lambda session: insert_chunks(
             session, message_id=open_log, chunks=[{"type": "start"}], writer=WRITER, notify=False
         )
+    )
 
     pruned = await prune_closed_logs(store, closed_before=now() - 7 * 24 * 3600)
 

@@ -1,11 +1,12 @@
-"""`Database.transact`: a write transaction that, on SQLite, runs whole off the caller's loop."""
+"""`Database.transact`: a write transaction with a blocking session that, on SQLite, runs whole
+on a store thread."""
 
 import asyncio
 import threading
 import uuid
 
 import pytest
-from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlmodel import Session
 
 from storage.db import Database
 from storage.tables import ChatSessionRow
@@ -30,7 +31,7 @@ async def _stored(store: Database, session_id: str) -> bool:
 async def test_a_transaction_commits_what_it_wrote_and_returns_its_result(store: Database) -> None:
     session_id = f"s-{uuid.uuid4().hex[:8]}"
 
-    async def write(session: AsyncSession) -> str:
+    def write(session: Session) -> str:
         session.add(_session_row(session_id))
         return "written"
 
@@ -41,9 +42,9 @@ async def test_a_transaction_commits_what_it_wrote_and_returns_its_result(store:
 async def test_a_transaction_that_raises_leaves_nothing_written(store: Database) -> None:
     session_id = f"s-{uuid.uuid4().hex[:8]}"
 
-    async def write(session: AsyncSession) -> None:
+    def write(session: Session) -> None:
         session.add(_session_row(session_id))
-        await session.flush()
+        session.flush()
         raise RuntimeError("changed my mind")
 
     with pytest.raises(RuntimeError, match="changed my mind"):
@@ -51,15 +52,19 @@ async def test_a_transaction_that_raises_leaves_nothing_written(store: Database)
     assert not await _stored(store, session_id)
 
 
-async def test_a_cancelled_caller_rolls_its_transaction_back(store: Database) -> None:
+async def test_a_caller_cancelled_before_the_commit_gets_its_transaction_rolled_back(
+    sqlite_store: Database,
+) -> None:
+    """On SQLite's store thread (on PostgreSQL the transaction is the caller's own task)."""
+    store = sqlite_store
     session_id = f"s-{uuid.uuid4().hex[:8]}"
-    flushed = threading.Event()
+    flushed, release = threading.Event(), threading.Event()
 
-    async def write(session: AsyncSession) -> None:
+    def write(session: Session) -> None:
         session.add(_session_row(session_id))
-        await session.flush()
+        session.flush()
         flushed.set()
-        await asyncio.sleep(30)
+        release.wait(10)
 
     caller = asyncio.ensure_future(store.transact(write))
     while not flushed.is_set():
@@ -67,23 +72,18 @@ async def test_a_cancelled_caller_rolls_its_transaction_back(store: Database) ->
     caller.cancel()
     with pytest.raises(asyncio.CancelledError):
         await caller
+    release.set()  # the transaction reaches its commit with nobody waiting for it
 
-    for _ in range(100):  # the rollback happens on the store's loop
-        if not await _stored(store, session_id):
-            break
-        await asyncio.sleep(0.02)
+    # The store takes the next transaction (the lock was released), after the rollback.
+    def write_other(session: Session) -> bool:
+        return session.get(ChatSessionRow, session_id) is not None
+
+    assert await asyncio.wait_for(store.transact(write_other), 10) is False
     assert not await _stored(store, session_id)
-
-    # And the store takes the next transaction (the lock was released).
-    async def write_again(session: AsyncSession) -> None:
-        session.add(_session_row(session_id))
-
-    await asyncio.wait_for(store.transact(write_again), 10)
-    assert await _stored(store, session_id)
 
 
 async def test_on_sqlite_a_transaction_runs_off_the_callers_thread(store: Database) -> None:
-    async def where(session: AsyncSession) -> int:
+    def where(session: Session) -> int:
         return threading.get_ident()
 
     ran_on = await store.transact(where)
