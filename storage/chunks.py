@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, case, insert, text, update
+from sqlalchemy import Connection, bindparam, insert, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
@@ -182,14 +182,51 @@ class _LockedLog:
     """`fences` changed (a newer attempt's first write)."""
 
 
+# The statements of every flush, built once: building them per flush (literal CASE branches,
+# an IN list, their cache keys) cost the log appender as much CPU as executing them.
+_LOCK_LOGS = (
+    select(ChunkLogRow.message_id, ChunkLogRow.next_seq, ChunkLogRow.closed, ChunkLogRow.fences)
+    .where(col(ChunkLogRow.message_id).in_(bindparam("b_message_ids", expanding=True)))
+    .order_by(col(ChunkLogRow.message_id))
+    .with_for_update()
+)
+_CREATE_LOGS = {
+    dialect: insert.on_conflict_do_nothing(index_elements=["message_id"])
+    for dialect, insert in (
+        ("sqlite", sqlite_insert(ChunkLogRow)),
+        ("postgresql", pg_insert(ChunkLogRow)),
+    )
+}
+_LOCK_SUBMISSIONS = (
+    select(SubmissionRow.id)
+    .where(col(SubmissionRow.id).in_(bindparam("b_submission_ids", expanding=True)))
+    .order_by(col(SubmissionRow.id))
+    .with_for_update()
+)
+_MOVE_CURSOR = (
+    update(SubmissionRow)
+    .where(col(SubmissionRow.id) == bindparam("b_submission_id"))
+    .values(provider_cursor=bindparam("b_cursor"))
+)
+_INSERT_CHUNKS = insert(ChunkRow)
+_SET_NEXT_SEQ = (
+    update(ChunkLogRow)
+    .where(col(ChunkLogRow.message_id) == bindparam("b_message_id"))
+    .values(next_seq=bindparam("b_next_seq"))
+)
+_SET_FENCES = (
+    update(ChunkLogRow)
+    .where(col(ChunkLogRow.message_id) == bindparam("b_message_id"))
+    .values(fences=bindparam("b_fences"))
+)
+_NOTIFY_LOGS = text(
+    "SELECT pg_notify(:channel, message_id) FROM unnest(CAST(:message_ids AS text[])) AS message_id"
+)
+
+
 def _lock_logs(connection: Connection, message_ids: list[str]) -> dict[str, _LockedLog]:
     """The rows of `message_ids` (sorted) that exist, locked in that order."""
-    rows = connection.execute(
-        select(ChunkLogRow.message_id, ChunkLogRow.next_seq, ChunkLogRow.closed, ChunkLogRow.fences)
-        .where(col(ChunkLogRow.message_id).in_(message_ids))
-        .order_by(col(ChunkLogRow.message_id))
-        .with_for_update()
-    )
+    rows = connection.execute(_LOCK_LOGS, {"b_message_ids": message_ids})
     return {
         message_id: _LockedLog(next_seq, closed, dict(fences))
         for message_id, next_seq, closed, fences in rows.all()
@@ -205,9 +242,8 @@ def _lock_logs_creating(connection: Connection, message_ids: list[str]) -> dict[
     logs = _lock_logs(connection, message_ids)
     missing = [message_id for message_id in message_ids if message_id not in logs]
     if missing:
-        dialect_insert = sqlite_insert if connection.dialect.name == "sqlite" else pg_insert
         connection.execute(
-            dialect_insert(ChunkLogRow).on_conflict_do_nothing(index_elements=["message_id"]),
+            _CREATE_LOGS[connection.dialect.name],
             [
                 {"message_id": message_id, "next_seq": 0, "closed": False, "fences": {}}
                 for message_id in missing
@@ -237,12 +273,7 @@ def insert_batches(
         return []
     moved = sorted({batch.cursor.submission_id for batch in batches if batch.cursor})
     if moved:
-        connection.execute(
-            select(SubmissionRow.id)
-            .where(col(SubmissionRow.id).in_(moved))
-            .order_by(col(SubmissionRow.id))
-            .with_for_update()
-        )
+        connection.execute(_LOCK_SUBMISSIONS, {"b_submission_ids": moved})
     logs = _lock_logs_creating(connection, sorted({batch.message_id for batch in batches}))
     results: list[int | StaleWriter] = []
     rows: list[dict[str, Any]] = []
@@ -278,23 +309,15 @@ def insert_batches(
     if not rows:
         return results
     if cursors:
-        connection.execute(
-            update(SubmissionRow)
-            .where(col(SubmissionRow.id) == bindparam("b_submission_id"))
-            .values(provider_cursor=bindparam("b_cursor")),
-            cursors,
-        )
-    connection.execute(insert(ChunkRow), rows)
+        connection.execute(_MOVE_CURSOR, cursors)
+    connection.execute(_INSERT_CHUNKS, rows)
     appended = {message_id: log for message_id, log in logs.items() if log.appended}
     connection.execute(
-        update(ChunkLogRow)
-        .where(col(ChunkLogRow.message_id).in_(list(appended)))
-        .values(
-            next_seq=case(
-                {message_id: log.next_seq for message_id, log in appended.items()},
-                value=ChunkLogRow.message_id,
-            )
-        )
+        _SET_NEXT_SEQ,
+        [
+            {"b_message_id": message_id, "b_next_seq": log.next_seq}
+            for message_id, log in appended.items()
+        ],
     )
     fenced = [
         {"b_message_id": message_id, "b_fences": log.fences}
@@ -302,20 +325,9 @@ def insert_batches(
         if log.fenced
     ]
     if fenced:
-        connection.execute(
-            update(ChunkLogRow)
-            .where(col(ChunkLogRow.message_id) == bindparam("b_message_id"))
-            .values(fences=bindparam("b_fences")),
-            fenced,
-        )
+        connection.execute(_SET_FENCES, fenced)
     if notify:
-        connection.execute(
-            text(
-                "SELECT pg_notify(:channel, message_id)"
-                " FROM unnest(CAST(:message_ids AS text[])) AS message_id"
-            ),
-            {"channel": CHANNEL, "message_ids": list(appended)},
-        )
+        connection.execute(_NOTIFY_LOGS, {"channel": CHANNEL, "message_ids": list(appended)})
     return results
 
 
