@@ -7,6 +7,7 @@ from typing import Any
 from temporalio.exceptions import ApplicationError
 
 from activities.providers import ModelRequest, Provider
+from activities.providers.deadlines import WaitDeadline
 from perdure.domain.names import PROVIDER_STALLED
 from perdure.domain.provider_events import ResponseCursor
 from perdure.domain.step_chunks import StepChunker
@@ -39,31 +40,42 @@ async def stream_into_log(
     stored cursor never points before what the log holds (no duplicate on re-attach)."""
     stream = provider.stream(request)
     held: list[Chunk] = []
+    loop = asyncio.get_running_loop()
     try:
-        while True:
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (a user's
+        # stop) that races with the next event arriving. One timeout for the whole stream,
+        # expired by a `WaitDeadline` when a wait for an event lasts too long: a timer per
+        # stall period, not one per event.
+        async with asyncio.timeout(None) as stall:
+            deadline = WaitDeadline(stall_timeout, lambda: stall.reschedule(loop.time()))
             try:
-                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
-                # (a user's stop) that races with the next event arriving.
-                async with asyncio.timeout(stall_timeout):
-                    event = await anext(stream)
-            except StopAsyncIteration:
-                break
-            except TimeoutError:
-                raise ProviderStalled(provider.label, stall_timeout) from None
-            chunks = target.chunker.feed(event)
-            if isinstance(event, ResponseCursor):
-                cursor = {
-                    "step": target.log_step,
-                    "response_id": event.response_id,
-                    "sequence_number": event.sequence_number,
-                }
-                target.writer.add(held + chunks, cursor=cursor)
-                target.last_cursor = cursor
-                held = []
-            elif provider.supports_resume:
-                held.extend(chunks)
-            else:
-                target.writer.add(chunks)
-        target.writer.add(held)
+                while True:
+                    deadline.begin()
+                    try:
+                        event = await anext(stream)
+                    except StopAsyncIteration:
+                        break
+                    deadline.end()
+                    chunks = target.chunker.feed(event)
+                    if isinstance(event, ResponseCursor):
+                        cursor = {
+                            "step": target.log_step,
+                            "response_id": event.response_id,
+                            "sequence_number": event.sequence_number,
+                        }
+                        target.writer.add(held + chunks, cursor=cursor)
+                        target.last_cursor = cursor
+                        held = []
+                    elif provider.supports_resume:
+                        held.extend(chunks)
+                    else:
+                        target.writer.add(chunks)
+                target.writer.add(held)
+            finally:
+                deadline.close()
+    except TimeoutError:
+        if stall.expired():
+            raise ProviderStalled(provider.label, stall_timeout) from None
+        raise
     finally:
         await stream.aclose()  # type: ignore[attr-defined]

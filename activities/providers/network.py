@@ -23,6 +23,8 @@ import httpcore2
 import httpx2
 from httpcore2 import AsyncNetworkBackend, AsyncNetworkStream
 
+from activities.providers.deadlines import WaitDeadline
+
 SocketOption = (
     tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
 )
@@ -32,15 +34,34 @@ class AsyncioStream(AsyncNetworkStream):
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._reader = reader
         self._writer = writer
+        self._read_deadline: WaitDeadline | None = None
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if timeout is None:
+            return await self._read(max_bytes)
+        deadline = self._read_deadline
+        if deadline is None or deadline.seconds != timeout:
+            if deadline is not None:
+                deadline.close()
+            # A read that lasts `timeout` fails the stream's reader: the connection is not
+            # used again after a timeout. One timer per period, not one per read.
+            deadline = self._read_deadline = WaitDeadline(timeout, self._timed_out)
+        deadline.begin()
         try:
-            async with asyncio.timeout(timeout):
-                return await self._reader.read(max_bytes)
-        except TimeoutError as error:
+            return await self._read(max_bytes)
+        finally:
+            deadline.end()
+
+    async def _read(self, max_bytes: int) -> bytes:
+        try:
+            return await self._reader.read(max_bytes)
+        except TimeoutError as error:  # an OSError: first
             raise httpcore2.ReadTimeout(str(error)) from error
         except (OSError, ssl.SSLError) as error:
             raise httpcore2.ReadError(str(error) or type(error).__name__) from error
+
+    def _timed_out(self) -> None:
+        self._reader.set_exception(TimeoutError("no data within the read timeout"))
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:
@@ -56,6 +77,8 @@ class AsyncioStream(AsyncNetworkStream):
 
     async def aclose(self) -> None:
         # Closing starts at once (a TLS close_notify is sent on its own); nothing to wait for.
+        if self._read_deadline is not None:
+            self._read_deadline.close()
         self._writer.close()
 
     async def start_tls(

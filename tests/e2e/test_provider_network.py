@@ -72,6 +72,34 @@ async def dropping(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -
     writer.transport.abort()
 
 
+async def paced(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """An answer that lasts longer than the read timeout, each gap well within it."""
+    await read_request(reader)
+    writer.write(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+    for event in EVENTS[:15]:
+        writer.write(chunked(event))
+        await writer.drain()
+        await asyncio.sleep(0.1)
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
+    writer.close()
+
+
+async def falling_silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Part of an answer at a steady pace, then nothing."""
+    await read_request(reader)
+    writer.write(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+    for event in EVENTS[:5]:
+        writer.write(chunked(event))
+        await writer.drain()
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(30)
+
+
 async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     await read_request(reader)
     await asyncio.sleep(30)
@@ -174,6 +202,20 @@ async def test_a_silent_server_is_a_read_timeout() -> None:
     async with serving(silent) as url, client(read=0.3) as http:
         with pytest.raises(httpx2.ReadTimeout):
             await received(http, url)
+
+
+async def test_the_read_timeout_bounds_each_wait_not_the_whole_answer() -> None:
+    async with serving(paced) as url, client(read=1.0) as http:  # the answer: 1.5 s
+        assert await received(http, url) == b"".join(EVENTS[:15])
+
+
+async def test_a_server_that_falls_silent_mid_answer_is_a_read_timeout() -> None:
+    async with serving(falling_silent) as url, client(read=1.0) as http:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(httpx2.ReadTimeout):
+            await received(http, url)
+        # Five events 0.1 s apart, then the timeout: well before the server's 30 s.
+        assert asyncio.get_running_loop().time() - started < 5
 
 
 async def test_a_pooled_connection_the_server_closed_is_not_reused() -> None:
