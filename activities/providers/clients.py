@@ -18,11 +18,13 @@ import openai
 from pydantic import SecretStr
 
 from activities.providers.base import ProviderError
-from activities.providers.config import ProviderConfig
+from activities.providers.config import (
+    ANTHROPIC_DEFAULT_BASE_URL,
+    OPENAI_DEFAULT_BASE_URL,
+    ProviderConfig,
+)
 from activities.providers.network import asyncio_transport
 
-OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
-ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
 _TIMEOUT = httpx2.Timeout(600.0, connect=10.0, read=120.0)
 
 _OpenAIClients = dict[tuple[SecretStr, str], openai.AsyncOpenAI]

@@ -14,6 +14,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
 from activities.providers.continuation_modes import CHAT_CONTINUATIONS, ChatContinuation
 from perdure.domain.model_rules import Family, parse_families
 
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
+"""The providers' own endpoints, where no base URL is configured (the relay's upstreams too)."""
+
 CONTINUATION_VARIABLE = "PERDURE_OPENAI_CONTINUATION"
 
 

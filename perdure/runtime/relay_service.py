@@ -6,7 +6,7 @@ import secrets
 import uvicorn
 from pydantic import SecretStr
 
-from activities.providers.clients import ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL
+from activities.providers.config import ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL
 from perdure.relay.app import Relay, RelayConfig, relay_app
 from perdure.relay.held import RelayLimits
 from perdure.runtime.settings import Settings
