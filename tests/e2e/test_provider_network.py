@@ -46,57 +46,51 @@ def chunked(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
 
-async def streaming(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """An SSE response, an event a packet, as a provider streams an answer."""
-    await read_request(reader)
-    writer.write(
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-    )
-    for event in EVENTS:
+SSE_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+)
+
+
+async def sent(writer: asyncio.StreamWriter, events: list[bytes], gap: float) -> None:
+    """The response head, then `events` a packet each, `gap` seconds apart."""
+    writer.write(SSE_HEAD)
+    for event in events:
         writer.write(chunked(event))
         await writer.drain()
-        await asyncio.sleep(0.001)
+        await asyncio.sleep(gap)
+
+
+async def ended(writer: asyncio.StreamWriter) -> None:
     writer.write(b"0\r\n\r\n")
     await writer.drain()
     writer.close()
 
 
+async def streaming(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """An SSE response, an event a packet, as a provider streams an answer."""
+    await read_request(reader)
+    await sent(writer, EVENTS, gap=0.001)
+    await ended(writer)
+
+
 async def dropping(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Half an answer, then the connection dropped (a provider or network failure)."""
     await read_request(reader)
-    writer.write(
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-    )
-    writer.write(chunked(EVENTS[0]))
-    await writer.drain()
+    await sent(writer, EVENTS[:1], gap=0)
     writer.transport.abort()
 
 
 async def paced(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """An answer that lasts longer than the read timeout, each gap well within it."""
     await read_request(reader)
-    writer.write(
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-    )
-    for event in EVENTS[:15]:
-        writer.write(chunked(event))
-        await writer.drain()
-        await asyncio.sleep(0.1)
-    writer.write(b"0\r\n\r\n")
-    await writer.drain()
-    writer.close()
+    await sent(writer, EVENTS[:15], gap=0.1)
+    await ended(writer)
 
 
 async def falling_silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Part of an answer at a steady pace, then nothing."""
     await read_request(reader)
-    writer.write(
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-    )
-    for event in EVENTS[:5]:
-        writer.write(chunked(event))
-        await writer.drain()
-        await asyncio.sleep(0.1)
+    await sent(writer, EVENTS[:5], gap=0.1)
     await asyncio.sleep(30)
 
 
