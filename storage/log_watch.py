@@ -22,9 +22,10 @@ import functools
 import logging
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
 
-from sqlalchemy import JSON, Float, Integer, String, TextualSelect, column, text
+from sqlalchemy import JSON, Connection, Engine, Float, Integer, String, TextualSelect, column, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from perdure.domain.ui import Chunk
@@ -145,7 +146,7 @@ class NewRows(dict[str, list[Row]]):
         self.committed: dict[str, dict[int, float]] = {}
 
 
-async def read_new_rows(connection: AsyncConnection, after: dict[str, int]) -> NewRows:
+def read_new_rows(connection: Connection, after: dict[str, int]) -> NewRows:
     """The rows after `after[message_id]` of each log, in order; logs without any are absent.
 
     One statement per `LOGS_PER_QUERY` logs.
@@ -155,26 +156,71 @@ async def read_new_rows(connection: AsyncConnection, after: dict[str, int]) -> N
     targets = list(after.items())
     for start in range(0, len(targets), LOGS_PER_QUERY):
         statement, params = _statement(sqlite, targets[start : start + LOGS_PER_QUERY])
-        for message_id, seq, body, created_at in await connection.execute(statement, params):
+        for message_id, seq, body, created_at in connection.execute(statement, params):
             found.setdefault(message_id, []).append((seq, body))
             found.committed.setdefault(message_id, {})[seq] = created_at
     return found
 
 
-async def _own_connection(db: Database) -> AsyncConnection:
+class _Reader(Protocol):
+    async def read(self, after: dict[str, int]) -> NewRows: ...
+
+    async def close(self) -> None: ...
+
+
+class _BlockingReader:
+    """SQLite: a blocking connection on a thread of its own, one hop per pass (the asyncio
+    driver makes several per statement through the event loop)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._connection: Connection | None = None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perdure-log-watch")
+
+    async def read(self, after: dict[str, int]) -> NewRows:
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._read, after)
+
+    def _read(self, after: dict[str, int]) -> NewRows:
+        if self._connection is None:
+            self._connection = self._engine.connect()
+        return read_new_rows(self._connection, after)
+
+    async def close(self) -> None:
+        def close() -> None:
+            if self._connection is not None:
+                self._connection.close()
+
+        # After a read still under way (a cancelled pass leaves it running on the thread).
+        await asyncio.get_running_loop().run_in_executor(self._thread, close)
+        self._thread.shutdown(wait=False)
+
+
+class _AsyncReader:
+    """PostgreSQL: an AUTOCOMMIT connection of the async engine, kept (see `_own_connection`)."""
+
+    def __init__(self, connection: AsyncConnection) -> None:
+        self._connection = connection
+
+    async def read(self, after: dict[str, int]) -> NewRows:
+        return await self._connection.run_sync(lambda connection: read_new_rows(connection, after))
+
+    async def close(self) -> None:
+        await self._connection.close()
+
+
+async def _own_reader(db: Database) -> _Reader:
     """A read connection the watcher checks out once and keeps, so a burst of requests waiting
     for pooled connections never holds the relay up. Every read must see the latest commits
     and no transaction may stay open between passes: autocommit. (SQLite's connections are in
-    autocommit from the start, see storage/db.py; setting it again would make the pool reset
-    them to pysqlite's implicit transactions when this one is returned.)"""
+    autocommit from the start, see storage/db.py.)"""
+    if db.is_sqlite:
+        return _BlockingReader(db.blocking_reads())
     async with db.read() as session:
         engine = session.bind
     if not isinstance(engine, AsyncEngine):
         raise TypeError(f"reads are bound to {engine!r}, not an engine")
     connection = await engine.connect()
-    if connection.dialect.name == "sqlite":
-        return connection
-    return await connection.execution_options(isolation_level="AUTOCOMMIT")
+    return _AsyncReader(await connection.execution_options(isolation_level="AUTOCOMMIT"))
 
 
 class LogWatcher:
@@ -191,7 +237,7 @@ class LogWatcher:
         self._everything = True
         self._last_full = 0.0
         self._wake = asyncio.Event()
-        self._connection: AsyncConnection | None = None
+        self._reader: _Reader | None = None
         self._stop_listening = bus.listen(self._heard)
 
     @contextlib.contextmanager
@@ -237,10 +283,10 @@ class LogWatcher:
             await self._disconnect()
 
     async def _disconnect(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
             with contextlib.suppress(Exception):  # a broken connection is dropped anyway
-                await connection.close()
+                await reader.close()
 
     def _heard(self, message_id: str | None) -> None:
         if message_id is None:
@@ -287,9 +333,9 @@ class LogWatcher:
             return
         self.passes += 1
         try:
-            if self._connection is None:
-                self._connection = await _own_connection(self.db)
-            found = await read_new_rows(self._connection, after)
+            if self._reader is None:
+                self._reader = await _own_reader(self.db)
+            found = await self._reader.read(after)
         except BaseException:
             self._announced.update(after)  # not read: read them next time
             await self._disconnect()

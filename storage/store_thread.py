@@ -2,9 +2,9 @@
 
 SQLite has one writer at a time. A transaction run on a process's busy event loop holds that
 lock across every loop cycle between its statements; run here, it holds it for the statements
-alone. Blocking statements on one thread cost a third of the same transaction through the
+alone. Blocking statements on one thread cost about half of the same transaction through the
 asyncio driver (one hop to this thread per transaction, not several per statement: intake
-5.5 → 1.8 ms, docs/benchmarks.md).
+5.5 → 3.1 ms of CPU, docs/benchmarks.md).
 
 A caller cancelled while its transaction runs gets it rolled back: the thread checks, before
 committing, whether anyone still waits for the result.

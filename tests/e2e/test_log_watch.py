@@ -8,8 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import event, text
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, event, text
 
 from storage import log_watch
 from storage.bus import ChunkBus
@@ -49,9 +48,9 @@ def counted_reads(db: Database) -> Iterator[list[int]]:
     reads: list[int] = []
     real = log_watch.read_new_rows
 
-    async def counting(connection: AsyncConnection, after: dict[str, int]) -> Any:
+    def counting(connection: Connection, after: dict[str, int]) -> Any:
         reads.append(len(after))
-        return await real(connection, after)
+        return real(connection, after)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(log_watch, "read_new_rows", counting)
@@ -66,7 +65,8 @@ def counted_statements(db: Database) -> Iterator[list[str]]:
     def record(*args: Any) -> None:
         statements.append(args[2])
 
-    engine = db._read_engine.sync_engine
+    # SQLite's watcher reads through the blocking engine, PostgreSQL's through the async one.
+    engine = db.blocking_reads() if db.is_sqlite else db._read_engine.sync_engine
     event.listen(engine, "before_cursor_execute", record)
     try:
         yield statements
@@ -248,12 +248,12 @@ async def test_a_failing_read_is_retried_and_the_stream_gets_its_rows(
     real = log_watch.read_new_rows
     failures = 0
 
-    async def flaky(connection: AsyncConnection, after: dict[str, int]) -> Any:
+    def flaky(connection: Connection, after: dict[str, int]) -> Any:
         nonlocal failures
         if failures < 2:
             failures += 1
             raise ConnectionError("the store went away")
-        return await real(connection, after)
+        return real(connection, after)
 
     monkeypatch.setattr(log_watch, "read_new_rows", flaky)
     message_id = new_log()
