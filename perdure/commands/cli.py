@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator
@@ -34,7 +35,7 @@ from perdure.runtime.relay_service import (
 from perdure.runtime.services import Services, open_services
 from perdure.runtime.settings import Settings
 from perdure.runtime.temporal_connection import TemporalConnectionConfigError, TemporalUnreachable
-from perdure.runtime.temporal_dev import DevServerConfig, dev_server, unused_port
+from perdure.runtime.temporal_dev import DevServerConfig, dev_server
 from perdure.runtime.temporal_setup import TemporalSetupNeeded
 from perdure.telemetry.metrics_server import serve_metrics
 from perdure.telemetry.tracing import start_tracing, stop_tracing
@@ -65,6 +66,27 @@ def _gateway_server(services: Services | None, settings: Settings) -> uvicorn.Se
         log_config=None if settings.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
     )
     return uvicorn.Server(config)
+
+
+def _listening_socket(host: str, port: int, *, variable: str) -> socket.socket:
+    """A server's socket, bound before anything else starts: a port in use stops the command
+    with one line, and nothing started meanwhile (the dev server's own ports, taken from the
+    same ephemeral range a free port comes from) can take it first. Port 0: any free one."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as error:
+        listening.close()
+        raise SystemExit(
+            f"perdure: cannot listen on {host}:{port} ({variable}): {error.strerror or error}"
+        ) from None
+    return listening
+
+
+def _gateway_socket(settings: Settings) -> socket.socket:
+    return _listening_socket(settings.host, settings.port, variable="PERDURE_PORT")
 
 
 @dataclass(frozen=True)
@@ -129,7 +151,10 @@ async def _until_stopped(*services: _Service) -> None:
             raise outcome
 
 
-def _serving(server: uvicorn.Server) -> _Service:
+def _serving(server: uvicorn.Server, listening: socket.socket | None = None) -> _Service:
+    async def run() -> None:
+        await server.serve(sockets=[listening] if listening is not None else None)
+
     async def stop() -> None:
         server.should_exit = True
 
@@ -138,7 +163,7 @@ def _serving(server: uvicorn.Server) -> _Service:
         # (cancelling `serve` instead printed Starlette's lifespan CancelledError).
         server.force_exit = True
 
-    return _Service(run=server.serve, stop=stop, force=force)
+    return _Service(run=run, stop=stop, force=force)
 
 
 def _working(worker: Worker, tracker: "ActivityTracker", grace: float) -> _Service:
@@ -176,12 +201,15 @@ def served_agents(settings: Settings) -> AgentRegistry:
 
 
 async def _dev(settings: Settings) -> None:
-    relay: uvicorn.Server | None = None
+    listening = _gateway_socket(settings)
+    relay: _Service | None = None
     if settings.dev_relay and settings.relay_url is None:
         # The worker of this process streams through a relay of this process (docs/relay.md).
-        port = unused_port("127.0.0.1")
+        relay_socket = _listening_socket("127.0.0.1", 0, variable="the in-process relay")
+        port = relay_socket.getsockname()[1]
         secret = dev_relay_secret()
-        relay = relay_server(relay_config(settings, secret), host="127.0.0.1", port=port)
+        server = relay_server(relay_config(settings, secret), host="127.0.0.1", port=port)
+        relay = _serving(server, relay_socket)
         settings = settings.model_copy(
             update={"relay_url": f"http://127.0.0.1:{port}", "relay_secret": secret}
         )
@@ -203,10 +231,12 @@ async def _dev(settings: Settings) -> None:
             if relay is not None:
                 print(f"  relay        {settings.relay_url} (in-process)")
 
-        await _node(settings, banner, alone=True, relay=relay)
+        await _node(settings, banner, listening, alone=True, relay=relay)
 
 
 async def _serve(settings: Settings) -> None:
+    listening = _gateway_socket(settings)
+
     def banner() -> None:
         relayed = f", relay {settings.relay_url}" if settings.relay_url else ""
         print(
@@ -214,15 +244,16 @@ async def _serve(settings: Settings) -> None:
             f"Temporal {settings.temporal_address}{relayed} (model: {settings.model})"
         )
 
-    await _node(settings, banner, alone=False)
+    await _node(settings, banner, listening, alone=False)
 
 
 async def _node(
     settings: Settings,
     banner: Callable[[], None],
+    listening: socket.socket,
     *,
     alone: bool,
-    relay: uvicorn.Server | None = None,
+    relay: _Service | None = None,
 ) -> None:
     """A gateway and a worker in one process, on one Temporal client: a turn's workflow starts
     eagerly on this worker, and its chunks wake this gateway's streams without a round trip
@@ -243,8 +274,8 @@ async def _node(
         banner()
         await _until_stopped(
             _working(worker, tracker, settings.worker_shutdown_grace),
-            _serving(server),
-            *([_serving(relay)] if relay is not None else []),
+            _serving(server, listening),
+            *([relay] if relay is not None else []),
         )
 
 
@@ -266,17 +297,21 @@ async def _relay(settings: Settings) -> None:
         config = relay_config(settings)
     except RelayNotConfigured as error:
         raise SystemExit(f"perdure: {error}") from None
+    listening = _listening_socket(
+        settings.relay_host, settings.relay_port, variable="PERDURE_RELAY_PORT"
+    )
     server = relay_server(config, host=settings.relay_host, port=settings.relay_port)
     print(f"Perdure provider relay on http://{settings.relay_host}:{settings.relay_port}")
-    await _until_stopped(_serving(server))
+    await _until_stopped(_serving(server, listening))
 
 
 async def _gateway(settings: Settings) -> None:
+    listening = _gateway_socket(settings)
     # Opened before serving, so a Temporal that is not set up stops it with one clear line.
     async with open_services(settings) as services:
         server = _gateway_server(services, settings)
         print(f"Perdure gateway on http://{settings.host}:{settings.port}")
-        await _until_stopped(_serving(server))
+        await _until_stopped(_serving(server, listening))
 
 
 @contextlib.contextmanager

@@ -2,6 +2,7 @@
 and never echoing a key."""
 
 import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -46,4 +47,35 @@ def test_the_gateway_exits_at_start_on_malformed_api_keys(
     assert reason in exited.stderr
     assert "Traceback" not in exited.stderr
     assert SECRET not in exited.stderr + exited.stdout
+    assert not list(tmp_path.iterdir()), "nothing was started or written"
+
+
+@pytest.mark.parametrize("command", ["gateway", "serve", "dev"])
+def test_a_port_in_use_stops_the_command_with_one_line_before_anything_starts(
+    command: str, tmp_path: Path
+) -> None:
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("PERDURE_")}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        exited = subprocess.run(
+            [PERDURE, command],
+            env={
+                **inherited,
+                "PYTHONPATH": str(REPO),
+                "PERDURE_DATA_DIR": str(tmp_path),
+                "PERDURE_HOST": "127.0.0.1",
+                "PERDURE_PORT": str(port),
+                "TEMPORAL_ADDRESS": "127.0.0.1:1",  # never reached: the port is taken first
+            },
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    assert exited.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port} (PERDURE_PORT)" in exited.stderr
+    assert "Traceback" not in exited.stderr
     assert not list(tmp_path.iterdir()), "nothing was started or written"
