@@ -31,9 +31,9 @@ def sqlite_locked(error: BaseException) -> bool:
     return isinstance(error, OperationalError) and "database is locked" in str(error.orig)
 
 
-def _sqlite_engine(url: str, *, begin: str | None, poll_lock: bool = False) -> AsyncEngine:
+def _sqlite_engine(url: str, *, begin: str | None) -> AsyncEngine:
     engine = create_async_engine(async_url(url), connect_args={"timeout": 30})
-    _configure_sqlite(engine.sync_engine, begin=begin, poll_lock=poll_lock)
+    _configure_sqlite(engine.sync_engine, begin=begin)
     return engine
 
 

@@ -11,20 +11,17 @@ after it began: each turn's deltas of that interval are joined into one row (and
 for each client, `perdure.domain.delta_coalescing`), so the cost per streamed token falls as
 the load rises. A lone turn's chunks are still written one flush each, at once.
 
-A flush runs whole on a thread of its own with one connection of its own: one hop from the
-event loop and back per transaction. Through the async driver every statement is one or more
-hops, each waiting its turn in a loop that is busy relaying those same chats' streams.
+A flush runs whole on a thread of its own with one connection of its own
+(`storage.store_thread`): one hop from the event loop and back per transaction. Through the
+async driver every statement is one or more hops, each waiting its turn in a loop that is busy
+relaying those same chats' streams.
 """
 
 import asyncio
 import logging
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-
-from sqlalchemy import Engine
-from sqlalchemy.exc import OperationalError
 
 from perdure.domain.delta_coalescing import coalesce_deltas
 from perdure.domain.ui import Chunk
@@ -37,6 +34,7 @@ from storage.db import (
     sqlite_locked,
     sync_write_engine,
 )
+from storage.store_thread import StoreThread
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +64,11 @@ class LogAppender:
         self._interval = interval
         self._queue: deque[BufferedLog] = deque()
         self._task: asyncio.Task[None] | None = None
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perdure-log-appender")
-        self._engine: Engine | None = None
-        """Created on the first flush, used only on `_thread`."""
+        # SQLite: while another connection holds the file's write lock, a flush asks again
+        # every millisecond (every chat's next chunk waits for it).
+        self._thread = StoreThread(
+            "perdure-log-appender", sync_write_engine(db.url), retry_when=sqlite_locked
+        )
         self.flushes = 0
         """Transactions committed so far."""
         self.chunks_written = 0
@@ -77,10 +77,7 @@ class LogAppender:
         """Wait for the flushes under way, then close the connection."""
         while self._task is not None and not self._task.done():
             await asyncio.wait([self._task])
-        loop = asyncio.get_running_loop()
-        if self._engine is not None:
-            await loop.run_in_executor(self._thread, self._engine.dispose)
-        self._thread.shutdown(wait=False)
+        await asyncio.to_thread(self._thread.close)
 
     def writer(self, *, message_id: str, writer: LogWriter, submission_id: str) -> "BufferedLog":
         """A turn's writer to its answer's log: it buffers; this appender commits the buffers
@@ -117,27 +114,14 @@ class LogAppender:
             if len(batches) > 1:  # several turns stream: let their deltas gather
                 await asyncio.sleep(started + self._interval - time.monotonic())
 
-    def _write(self, batches: list[LogBatch]) -> list[int | StaleWriter]:
-        """On `_thread`: the flush's transaction."""
-        if self._engine is None:
-            self._engine = sync_write_engine(self._db.url)
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
-        while True:
-            try:
-                with self._engine.begin() as connection:
-                    return insert_batches(connection, batches, notify=not self._db.is_sqlite)
-            except OperationalError as error:
-                # SQLite: another connection holds the file's write lock. Ask again in a
-                # millisecond (every chat's next chunk waits for this flush); `BEGIN
-                # IMMEDIATE` failed before anything was written.
-                if not sqlite_locked(error) or time.monotonic() > deadline:
-                    raise
-                time.sleep(LOCK_POLL_SECONDS)
-
     async def _flush(self, carried: list["BufferedLog"], batches: list[LogBatch]) -> None:
+        notify = not self._db.is_sqlite
         try:
-            loop = asyncio.get_running_loop()
-            results = await loop.run_in_executor(self._thread, self._write, batches)
+            results = await self._thread.run(
+                lambda session: insert_batches(session.connection(), batches, notify=notify),
+                patience=LOCK_WAIT_SECONDS,
+                poll=LOCK_POLL_SECONDS,
+            )
         except BaseException as error:
             for pending in carried:
                 pending._settle(error)

@@ -196,7 +196,7 @@ class _BlockingReader:
 
 
 class _AsyncReader:
-    """PostgreSQL: an AUTOCOMMIT connection of the async engine, kept (see `_own_connection`)."""
+    """PostgreSQL: an AUTOCOMMIT connection of the async engine, kept (see `_own_reader`)."""
 
     def __init__(self, connection: AsyncConnection) -> None:
         self._connection = connection

@@ -1,4 +1,5 @@
-"""A thread of its own for SQLite's hot write transactions, run whole with a blocking session.
+"""A thread of its own for write transactions run whole with a blocking session: SQLite's hot
+writers (`Database.transact`) and each process's log appender.
 
 SQLite has one writer at a time. A transaction run on a process's busy event loop holds that
 lock across every loop cycle between its statements; run here, it holds it for the statements
