@@ -1,9 +1,10 @@
 """The chunk log: every UI chunk of an assistant message, in order, addressed by seq."""
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, text, update
+from sqlalchemy import Connection, insert, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
@@ -182,74 +183,79 @@ class _LockedLog:
     """`fences` changed (a newer attempt's first write)."""
 
 
-# The statements of every flush, built once: building them per flush (literal CASE branches,
-# an IN list, their cache keys) cost the log appender as much CPU as executing them.
-_LOCK_LOGS = (
-    select(ChunkLogRow.message_id, ChunkLogRow.next_seq, ChunkLogRow.closed, ChunkLogRow.fences)
-    .where(col(ChunkLogRow.message_id).in_(bindparam("b_message_ids", expanding=True)))
-    .order_by(col(ChunkLogRow.message_id))
-    .with_for_update()
-)
-_CREATE_LOGS = {
-    dialect: insert.on_conflict_do_nothing(index_elements=["message_id"])
-    for dialect, insert in (
-        ("sqlite", sqlite_insert(ChunkLogRow)),
-        ("postgresql", pg_insert(ChunkLogRow)),
-    )
-}
-_LOCK_SUBMISSIONS = (
-    select(SubmissionRow.id)
-    .where(col(SubmissionRow.id).in_(bindparam("b_submission_ids", expanding=True)))
-    .order_by(col(SubmissionRow.id))
-    .with_for_update()
-)
-_MOVE_CURSOR = (
-    update(SubmissionRow)
-    .where(col(SubmissionRow.id) == bindparam("b_submission_id"))
-    .values(provider_cursor=bindparam("b_cursor"))
-)
-_INSERT_CHUNKS = insert(ChunkRow)
-_SET_NEXT_SEQ = (
-    update(ChunkLogRow)
-    .where(col(ChunkLogRow.message_id) == bindparam("b_message_id"))
-    .values(next_seq=bindparam("b_next_seq"))
-)
-_SET_FENCES = (
-    update(ChunkLogRow)
-    .where(col(ChunkLogRow.message_id) == bindparam("b_message_id"))
-    .values(fences=bindparam("b_fences"))
-)
-_NOTIFY_LOGS = text(
-    "SELECT pg_notify(:channel, message_id) FROM unnest(CAST(:message_ids AS text[])) AS message_id"
-)
+class _FlushStatements:
+    """The SQL of every flush, written once per dialect and run on the driver's own cursor.
+
+    Through SQLAlchemy each statement cost as much CPU as the database spent executing it
+    (building, then compiling and binding per execution: a flush of 30 logs took 2.4–2.6 ms
+    against 1.6 ms on the cursor). These are the same statements, bound by the driver."""
+
+    def __init__(self, postgres: bool) -> None:
+        def sql(statement: str) -> str:
+            return statement.replace("?", "%s") if postgres else statement
+
+        locked = " FOR UPDATE" if postgres else ""  # SQLite: the transaction holds the lock
+        self.postgres = postgres
+        self.lock_logs_sql = sql(
+            "SELECT message_id, next_seq, closed, fences FROM chunk_logs "
+            "WHERE message_id {ids} ORDER BY message_id" + locked
+        )
+        self.lock_submissions_sql = sql(
+            "SELECT id FROM submissions WHERE id {ids} ORDER BY id" + locked
+        )
+        json = "CAST(? AS json)" if postgres else "?"
+        self.create_logs = sql(
+            "INSERT INTO chunk_logs (message_id, next_seq, closed, fences) "
+            f"VALUES (?, 0, ?, {json}) ON CONFLICT (message_id) DO NOTHING"
+        )
+        self.move_cursor = sql(f"UPDATE submissions SET provider_cursor = {json} WHERE id = ?")
+        self.insert_chunks = sql(
+            "INSERT INTO chunks (message_id, seq, attempt, body, created_at) "
+            f"VALUES (?, ?, ?, {json}, ?)"
+        )
+        self.set_next_seq = sql("UPDATE chunk_logs SET next_seq = ? WHERE message_id = ?")
+        self.set_fences = sql(f"UPDATE chunk_logs SET fences = {json} WHERE message_id = ?")
+        self.notify = sql(
+            "SELECT pg_notify(?, message_id) FROM unnest(CAST(? AS text[])) AS message_id"
+        )
+
+    def where_in(self, statement: str, ids: list[str]) -> tuple[str, tuple[Any, ...]]:
+        """`statement` for `ids`, and its parameters (an array on PostgreSQL)."""
+        if self.postgres:
+            return statement.format(ids="= ANY(%s)"), (ids,)
+        return statement.format(ids=f"IN ({','.join('?' * len(ids))})"), tuple(ids)
 
 
-def _lock_logs(connection: Connection, message_ids: list[str]) -> dict[str, _LockedLog]:
+_FLUSH_STATEMENTS = {"sqlite": _FlushStatements(False), "postgresql": _FlushStatements(True)}
+
+
+def _fences(stored: str | dict[str, int]) -> dict[str, int]:
+    """A JSON column as the driver returns it: text on SQLite, decoded on PostgreSQL."""
+    return json.loads(stored) if isinstance(stored, str) else dict(stored)
+
+
+def _lock_logs(cursor: Any, sql: _FlushStatements, message_ids: list[str]) -> dict[str, _LockedLog]:
     """The rows of `message_ids` (sorted) that exist, locked in that order."""
-    rows = connection.execute(_LOCK_LOGS, {"b_message_ids": message_ids})
+    cursor.execute(*sql.where_in(sql.lock_logs_sql, message_ids))
     return {
-        message_id: _LockedLog(next_seq, closed, dict(fences))
-        for message_id, next_seq, closed, fences in rows.all()
+        message_id: _LockedLog(next_seq, bool(closed), _fences(fences))
+        for message_id, next_seq, closed, fences in cursor.fetchall()
     }
 
 
-def _lock_logs_creating(connection: Connection, message_ids: list[str]) -> dict[str, _LockedLog]:
+def _lock_logs_creating(
+    cursor: Any, sql: _FlushStatements, message_ids: list[str]
+) -> dict[str, _LockedLog]:
     """Lock the rows of `message_ids` (sorted), creating the missing ones.
 
     The existing rows are locked first and the missing ones created after, each phase in
     message-id order, so two such transactions can never wait on each other in a cycle.
     """
-    logs = _lock_logs(connection, message_ids)
+    logs = _lock_logs(cursor, sql, message_ids)
     missing = [message_id for message_id in message_ids if message_id not in logs]
     if missing:
-        connection.execute(
-            _CREATE_LOGS[connection.dialect.name],
-            [
-                {"message_id": message_id, "next_seq": 0, "closed": False, "fences": {}}
-                for message_id in missing
-            ],
-        )
-        logs.update(_lock_logs(connection, missing))
+        cursor.executemany(sql.create_logs, [(message_id, False, "{}") for message_id in missing])
+        logs.update(_lock_logs(cursor, sql, missing))
     return logs
 
 
@@ -271,13 +277,26 @@ def insert_batches(
         raise ValueError("insert_batches needs at least one chunk in every batch")
     if not batches:
         return []
+    sql = _FLUSH_STATEMENTS[connection.dialect.name]
+    # The driver's cursor inside the connection's transaction (begun by SQLAlchemy).
+    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        return _insert_batches(cursor, sql, batches, notify=notify)
+    finally:
+        cursor.close()
+
+
+def _insert_batches(
+    cursor: Any, sql: _FlushStatements, batches: list[LogBatch], *, notify: bool
+) -> list[int | StaleWriter]:
     moved = sorted({batch.cursor.submission_id for batch in batches if batch.cursor})
     if moved:
-        connection.execute(_LOCK_SUBMISSIONS, {"b_submission_ids": moved})
-    logs = _lock_logs_creating(connection, sorted({batch.message_id for batch in batches}))
+        cursor.execute(*sql.where_in(sql.lock_submissions_sql, moved))
+        cursor.fetchall()
+    logs = _lock_logs_creating(cursor, sql, sorted({batch.message_id for batch in batches}))
     results: list[int | StaleWriter] = []
-    rows: list[dict[str, Any]] = []
-    cursors: list[dict[str, Any]] = []
+    rows: list[tuple[str, int, int, str, float]] = []
+    cursors: list[tuple[str, str]] = []
     created = now()
     for batch in batches:
         log, writer = logs[batch.message_id], batch.writer
@@ -290,44 +309,31 @@ def insert_batches(
             log.fenced = True
         first = log.next_seq
         rows.extend(
-            {
-                "message_id": batch.message_id,
-                "seq": first + i,
-                "attempt": writer.attempt,
-                "body": chunk,
-                "created_at": created,
-            }
+            (batch.message_id, first + i, writer.attempt, json.dumps(chunk), created)
             for i, chunk in enumerate(batch.chunks)
         )
         log.next_seq = first + len(batch.chunks)
         log.appended = True
         if batch.cursor is not None:
-            cursors.append(
-                {"b_submission_id": batch.cursor.submission_id, "b_cursor": batch.cursor.value}
-            )
+            cursors.append((json.dumps(batch.cursor.value), batch.cursor.submission_id))
         results.append(log.next_seq - 1)
     if not rows:
         return results
     if cursors:
-        connection.execute(_MOVE_CURSOR, cursors)
-    connection.execute(_INSERT_CHUNKS, rows)
+        cursor.executemany(sql.move_cursor, cursors)
+    cursor.executemany(sql.insert_chunks, rows)
     appended = {message_id: log for message_id, log in logs.items() if log.appended}
-    connection.execute(
-        _SET_NEXT_SEQ,
-        [
-            {"b_message_id": message_id, "b_next_seq": log.next_seq}
-            for message_id, log in appended.items()
-        ],
+    cursor.executemany(
+        sql.set_next_seq, [(log.next_seq, message_id) for message_id, log in appended.items()]
     )
     fenced = [
-        {"b_message_id": message_id, "b_fences": log.fences}
-        for message_id, log in appended.items()
-        if log.fenced
+        (json.dumps(log.fences), message_id) for message_id, log in appended.items() if log.fenced
     ]
     if fenced:
-        connection.execute(_SET_FENCES, fenced)
+        cursor.executemany(sql.set_fences, fenced)
     if notify:
-        connection.execute(_NOTIFY_LOGS, {"channel": CHANNEL, "message_ids": list(appended)})
+        cursor.execute(sql.notify, (CHANNEL, list(appended)))
+        cursor.fetchall()
     return results
 
 
