@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, event, text
+from sqlalchemy import Connection, text
 
 from storage import log_watch
 from storage.bus import ChunkBus
@@ -59,19 +59,17 @@ def counted_reads(db: Database) -> Iterator[list[int]]:
 
 @contextlib.contextmanager
 def counted_statements(db: Database) -> Iterator[list[str]]:
-    """Record every statement the store's reads run."""
+    """Record every statement the watcher's passes run."""
     statements: list[str] = []
+    real = log_watch._fetch
 
-    def record(*args: Any) -> None:
-        statements.append(args[2])
+    def record(cursor: Any, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        statements.append(sql)
+        return real(cursor, sql, params)
 
-    # SQLite's watcher reads through the blocking engine, PostgreSQL's through the async one.
-    engine = db.blocking_reads() if db.is_sqlite else db._read_engine.sync_engine
-    event.listen(engine, "before_cursor_execute", record)
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(log_watch, "_fetch", record)
         yield statements
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
 
 
 async def next_rows(follow: Follow, timeout: float = 5.0) -> list[int]:
