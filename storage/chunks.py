@@ -196,25 +196,27 @@ class _FlushStatements:
 
         locked = " FOR UPDATE" if postgres else ""  # SQLite: the transaction holds the lock
         self.postgres = postgres
-        self.lock_logs_sql = sql(
+        self.lock_logs = sql(
             "SELECT message_id, next_seq, closed, fences FROM chunk_logs "
             "WHERE message_id {ids} ORDER BY message_id" + locked
         )
-        self.lock_submissions_sql = sql(
+        self.lock_submissions = sql(
             "SELECT id FROM submissions WHERE id {ids} ORDER BY id" + locked
         )
-        json = "CAST(? AS json)" if postgres else "?"
+        json_value = "CAST(? AS json)" if postgres else "?"  # SQLite stores JSON as text
         self.create_logs = sql(
             "INSERT INTO chunk_logs (message_id, next_seq, closed, fences) "
-            f"VALUES (?, 0, ?, {json}) ON CONFLICT (message_id) DO NOTHING"
+            f"VALUES (?, 0, ?, {json_value}) ON CONFLICT (message_id) DO NOTHING"
         )
-        self.move_cursor = sql(f"UPDATE submissions SET provider_cursor = {json} WHERE id = ?")
+        self.move_cursor = sql(
+            f"UPDATE submissions SET provider_cursor = {json_value} WHERE id = ?"
+        )
         self.insert_chunks = sql(
             "INSERT INTO chunks (message_id, seq, attempt, body, created_at) "
-            f"VALUES (?, ?, ?, {json}, ?)"
+            f"VALUES (?, ?, ?, {json_value}, ?)"
         )
         self.set_next_seq = sql("UPDATE chunk_logs SET next_seq = ? WHERE message_id = ?")
-        self.set_fences = sql(f"UPDATE chunk_logs SET fences = {json} WHERE message_id = ?")
+        self.set_fences = sql(f"UPDATE chunk_logs SET fences = {json_value} WHERE message_id = ?")
         self.notify = sql(
             "SELECT pg_notify(?, message_id) FROM unnest(CAST(? AS text[])) AS message_id"
         )
@@ -236,7 +238,7 @@ def _fences(stored: str | dict[str, int]) -> dict[str, int]:
 
 def _lock_logs(cursor: Any, sql: _FlushStatements, message_ids: list[str]) -> dict[str, _LockedLog]:
     """The rows of `message_ids` (sorted) that exist, locked in that order."""
-    cursor.execute(*sql.where_in(sql.lock_logs_sql, message_ids))
+    cursor.execute(*sql.where_in(sql.lock_logs, message_ids))
     return {
         message_id: _LockedLog(next_seq, bool(closed), _fences(fences))
         for message_id, next_seq, closed, fences in cursor.fetchall()
@@ -291,7 +293,7 @@ def _insert_batches(
 ) -> list[int | StaleWriter]:
     moved = sorted({batch.cursor.submission_id for batch in batches if batch.cursor})
     if moved:
-        cursor.execute(*sql.where_in(sql.lock_submissions_sql, moved))
+        cursor.execute(*sql.where_in(sql.lock_submissions, moved))
         cursor.fetchall()
     logs = _lock_logs_creating(cursor, sql, sorted({batch.message_id for batch in batches}))
     results: list[int | StaleWriter] = []
