@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import uvicorn
-from temporalio.worker import Worker
 
-from gateway.app import create_app
 from perdure.agents_registry import AgentRegistry, load_agents
 from perdure.commands.access_cli import ACCESS_COMMANDS, add_access_commands, run_access_command
 from perdure.commands.client_cli import CLIENT_COMMANDS, add_client_commands, run_client_command
@@ -26,12 +24,6 @@ from perdure.commands.temporal_setup import temporal_setup
 from perdure.runtime.loop_lag import watching_loop_lag
 from perdure.runtime.prompt_schedules import sync_declared_schedules
 from perdure.runtime.reconciler_schedule import ensure_reconciler_schedule
-from perdure.runtime.relay_service import (
-    RelayNotConfigured,
-    dev_relay_secret,
-    relay_config,
-    relay_server,
-)
 from perdure.runtime.services import Services, open_services
 from perdure.runtime.settings import Settings
 from perdure.runtime.temporal_connection import TemporalConnectionConfigError, TemporalUnreachable
@@ -42,8 +34,12 @@ from perdure.telemetry.tracing import start_tracing, stop_tracing
 from storage.migrate import migrate
 
 if TYPE_CHECKING:
-    # The worker (and with it the provider SDKs) is imported only by the commands that run
-    # one: a gateway never needs it, and importing it costs seconds.
+    # Each command imports what only it runs: the worker (and with it the provider SDKs) for
+    # the commands that run one, the gateway's app for those that serve it, the relay's for
+    # the relay. A worker never needs the web app nor a gateway the SDKs, and each costs a
+    # second or more of CPU at every start (`tests/unit/test_cli_imports.py`).
+    from temporalio.worker import Worker
+
     from perdure.runtime.worker import ActivityTracker
 
 log = logging.getLogger("perdure")
@@ -54,6 +50,8 @@ resume through another gateway with `Last-Event-ID` (the log holds everything)."
 
 
 def _gateway_server(services: Services | None, settings: Settings) -> uvicorn.Server:
+    from gateway.app import create_app
+
     app = create_app(services=services, settings=settings)
     config = uvicorn.Config(
         app,
@@ -166,7 +164,7 @@ def _serving(server: uvicorn.Server, listening: socket.socket | None = None) -> 
     return _Service(run=run, stop=stop, force=force)
 
 
-def _working(worker: Worker, tracker: "ActivityTracker", grace: float) -> _Service:
+def _working(worker: "Worker", tracker: "ActivityTracker", grace: float) -> _Service:
     async def stop() -> None:
         started = time.monotonic()
         log.info(
@@ -201,6 +199,8 @@ def served_agents(settings: Settings) -> AgentRegistry:
 
 
 async def _dev(settings: Settings) -> None:
+    from perdure.runtime.relay_service import dev_relay_secret, relay_config, relay_server
+
     listening = _gateway_socket(settings)
     relay: _Service | None = None
     if settings.dev_relay and settings.relay_url is None:
@@ -293,6 +293,8 @@ async def _worker(settings: Settings) -> None:
 
 
 async def _relay(settings: Settings) -> None:
+    from perdure.runtime.relay_service import RelayNotConfigured, relay_config, relay_server
+
     try:
         config = relay_config(settings)
     except RelayNotConfigured as error:

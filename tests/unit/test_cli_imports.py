@@ -1,7 +1,9 @@
-"""The `perdure` command imports no provider SDK until a command that runs a worker needs one:
-the OpenAI and Anthropic SDKs take over a second to import, on every `perdure gateway`,
-`perdure relay`, `perdure keys` and `perdure chat` start."""
+"""The `perdure` command imports only what the command it runs needs: the OpenAI and Anthropic
+SDKs take over a second to import, the gateway's web app about as much, on every start of a
+process that never uses them (`perdure gateway`, `relay`, `keys` and `chat` need no SDK; a
+worker needs no web app)."""
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -9,12 +11,19 @@ from pathlib import Path
 REPO = Path(__file__).parents[2]
 
 
-def test_importing_the_cli_imports_no_provider_sdk() -> None:
-    probe = (
-        "import sys, perdure.commands.cli; "
-        "print(sorted(m for m in ('openai', 'anthropic', 'httpx2') if m in sys.modules))"
-    )
+def imported_after(statement: str, modules: tuple[str, ...]) -> list[str]:
+    """Which of `modules` a fresh interpreter has imported after `statement`."""
+    probe = f"import sys; {statement}; print(sorted(m for m in {modules!r} if m in sys.modules))"
     imported = subprocess.run(
         [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
     )
-    assert imported.stdout.strip() == "[]"
+    return list(ast.literal_eval(imported.stdout))
+
+
+def test_importing_the_cli_imports_no_provider_sdk() -> None:
+    assert imported_after("import perdure.commands.cli", ("openai", "anthropic", "httpx2")) == []
+
+
+def test_a_worker_imports_no_web_framework() -> None:
+    worker = "import perdure.commands.cli, perdure.runtime.worker"
+    assert imported_after(worker, ("fastapi", "starlette", "gateway.app")) == []
