@@ -10,7 +10,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
 
 from perdure.domain.ui import Chunk
-from storage.db import Database
+from storage.db import Database, driver_cursor, json_column
 from storage.pg_listener import CHANNEL
 from storage.tables import ChunkLogRow, ChunkRow, SubmissionRow
 from storage.timing import now
@@ -231,16 +231,11 @@ class _FlushStatements:
 _FLUSH_STATEMENTS = {"sqlite": _FlushStatements(False), "postgresql": _FlushStatements(True)}
 
 
-def _fences(stored: str | dict[str, int]) -> dict[str, int]:
-    """A JSON column as the driver returns it: text on SQLite, decoded on PostgreSQL."""
-    return json.loads(stored) if isinstance(stored, str) else dict(stored)
-
-
 def _lock_logs(cursor: Any, sql: _FlushStatements, message_ids: list[str]) -> dict[str, _LockedLog]:
     """The rows of `message_ids` (sorted) that exist, locked in that order."""
     cursor.execute(*sql.where_in(sql.lock_logs, message_ids))
     return {
-        message_id: _LockedLog(next_seq, bool(closed), _fences(fences))
+        message_id: _LockedLog(next_seq, bool(closed), dict(json_column(fences)))
         for message_id, next_seq, closed, fences in cursor.fetchall()
     }
 
@@ -279,13 +274,10 @@ def insert_batches(
         raise ValueError("insert_batches needs at least one chunk in every batch")
     if not batches:
         return []
-    sql = _FLUSH_STATEMENTS[connection.dialect.name]
-    # The driver's cursor inside the connection's transaction (begun by SQLAlchemy).
-    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        return _insert_batches(cursor, sql, batches, notify=notify)
-    finally:
-        cursor.close()
+    with driver_cursor(connection) as cursor:
+        return _insert_batches(
+            cursor, _FLUSH_STATEMENTS[connection.dialect.name], batches, notify=notify
+        )
 
 
 def _insert_batches(

@@ -1,11 +1,12 @@
 """Engines and transactions for SQLite (embedded default) and PostgreSQL (scale-out)."""
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session as OrmSession
@@ -23,6 +24,25 @@ LOCK_WAIT_SECONDS = 30.0
 LOCK_POLL_SECONDS = 0.001
 """How often it asks. SQLite's own busy handler backs off to 100 ms between tries, so a
 writer could wait that long after the lock was free; the hot writers ask every millisecond."""
+
+
+@contextmanager
+def driver_cursor(connection: Connection) -> Iterator[Any]:
+    """The database driver's own cursor on `connection`, inside whatever transaction it is in:
+    for the statements run so often that SQLAlchemy's per-execution work would cost as much
+    CPU as the database's (the log appender's flushes, the log watcher's passes). Placeholders
+    are the driver's: `?` for sqlite3, `%s` for psycopg."""
+    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        yield cursor
+    finally:
+        cursor.close()
+
+
+def json_column(value: Any) -> Any:
+    """A JSON column's value as a driver's cursor returns it: text from sqlite3, decoded by
+    psycopg."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def sqlite_locked(error: BaseException) -> bool:

@@ -19,19 +19,18 @@ the log.
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from perdure.domain.ui import Chunk
 from storage.bus import ChunkBus
-from storage.db import Database
+from storage.db import Database, driver_cursor, json_column
 
 SAFETY_INTERVAL = 1.0
 """With a reliable bus, read every followed log this often anyway (a hint lost in a
@@ -130,7 +129,7 @@ def _fetch(cursor: Any, sql: str, params: tuple[Any, ...]) -> list[Any]:
     """One statement of a pass, on the driver's cursor (SQLAlchemy's per-execution and
     per-row work cost two to four times what the database spent on a pass)."""
     cursor.execute(sql, params)
-    return list(cursor.fetchall())
+    return cast(list[Any], cursor.fetchall())
 
 
 class NewRows(dict[str, list[Row]]):
@@ -151,17 +150,12 @@ def read_new_rows(connection: Connection, after: dict[str, int]) -> NewRows:
     postgres = connection.dialect.name == "postgresql"
     found = NewRows()
     targets = list(after.items())
-    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
+    with driver_cursor(connection) as cursor:
         for start in range(0, len(targets), LOGS_PER_QUERY):
             sql, params = _query(postgres, targets[start : start + LOGS_PER_QUERY])
             for message_id, seq, body, created_at in _fetch(cursor, sql, params):
-                # JSON arrives as text from SQLite, decoded from PostgreSQL.
-                chunk = json.loads(body) if isinstance(body, str) else body
-                found.setdefault(message_id, []).append((seq, chunk))
+                found.setdefault(message_id, []).append((seq, json_column(body)))
                 found.committed.setdefault(message_id, {})[seq] = created_at
-    finally:
-        cursor.close()
     return found
 
 
