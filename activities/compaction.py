@@ -2,6 +2,7 @@
 stands in for it in what the model sees (the stored history stays whole)."""
 
 import asyncio
+from contextlib import aclosing
 
 from activities.events import emit
 from activities.providers import ModelRequest, Provider
@@ -84,8 +85,8 @@ class Compactor:
 
     async def _summary(self, provider: Provider, request: ModelRequest) -> str:
         parts: list[str] = []
-        async with asyncio.timeout(SUMMARY_TIMEOUT):
-            async for event in provider.stream(request):
+        async with asyncio.timeout(SUMMARY_TIMEOUT), aclosing(provider.stream(request)) as events:
+            async for event in events:
                 if isinstance(event, TextDelta):
                     parts.append(event.text)
         summary = "".join(parts).strip()

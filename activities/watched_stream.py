@@ -78,4 +78,4 @@ async def stream_into_log(
             raise ProviderStalled(provider.label, stall_timeout) from None
         raise
     finally:
-        await stream.aclose()  # type: ignore[attr-defined]
+        await stream.aclose()

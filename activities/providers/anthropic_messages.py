@@ -27,38 +27,25 @@ before signatures were kept) makes its tool loop go on without `thinking`, as th
 error advises ("To avoid this requirement, disable `thinking`").
 """
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from anthropic import AsyncStream, omit
 from anthropic.types import (
     AssistantMessageParam,
-    InputJSONDelta,
     MessageParam,
     OutputConfigParam,
-    RawContentBlockDeltaEvent,
-    RawContentBlockStartEvent,
-    RawContentBlockStopEvent,
-    RawMessageDeltaEvent,
-    RawMessageStartEvent,
-    RawMessageStopEvent,
     RawMessageStreamEvent,
-    RedactedThinkingBlock,
     RedactedThinkingBlockParam,
-    SignatureDelta,
     TextBlockParam,
     ThinkingBlockParam,
     ThinkingConfigParam,
-    ThinkingDelta,
     ToolParam,
     ToolResultBlockParam,
-    ToolUseBlock,
     ToolUseBlockParam,
     UserMessageParam,
-)
-from anthropic.types import (
-    TextDelta as AnthropicTextDelta,
 )
 
 from activities.providers.base import ModelRequest, ProviderError
@@ -72,6 +59,7 @@ from activities.providers.continuation_modes import (
     Continuation,
 )
 from activities.providers.relayed import RelayedStream, cancel_relayed, relayed_events
+from activities.providers.sse import json_events
 from perdure.domain.conversation import AssistantItem, ToolResultItem, UserItem
 from perdure.domain.model_rules import ModelRules, claude_rules
 from perdure.domain.overlap import OverlapTrimmer
@@ -95,6 +83,17 @@ Block = (
 )
 Role = Literal["user", "assistant"]
 THINKING_BLOCKS = ("thinking", "redacted_thinking")
+_MESSAGE_EVENTS = frozenset(
+    {
+        "message_start",
+        "message_delta",
+        "message_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+    }
+)
+"""The events of a streamed message ("Streaming Messages", event types), as the SDK yields them."""
 
 _STOP: dict[str, FinishReason] = {
     "end_turn": "stop",
@@ -268,44 +267,45 @@ class _Reader:
     stop_reason: str | None = None
     stopped: bool = False
 
-    def read(self, event: RawMessageStreamEvent) -> list[ProviderEvent]:
-        if isinstance(event, RawMessageStartEvent):
-            self.input_tokens = event.message.usage.input_tokens
-        elif isinstance(event, RawContentBlockStartEvent):
-            block = event.content_block
-            if isinstance(block, ToolUseBlock):
-                self.tools[event.index] = _ToolUse(id=block.id, name=block.name)
-                return [*self.flush(), ToolCallStart(id=block.id, name=block.name)]
-            if isinstance(block, RedactedThinkingBlock):
-                return [ReasoningSigned(redacted_data=block.data)]
-        elif isinstance(event, RawContentBlockDeltaEvent):
-            return self._delta(event)
-        elif isinstance(event, RawContentBlockStopEvent):
-            tool = self.tools.pop(event.index, None)
+    def read(self, event: Mapping[str, Any]) -> list[ProviderEvent]:
+        kind = event["type"]
+        if kind == "message_start":
+            self.input_tokens = event["message"]["usage"]["input_tokens"]
+        elif kind == "content_block_start":
+            block = event["content_block"]
+            if block["type"] == "tool_use":
+                self.tools[event["index"]] = _ToolUse(id=block["id"], name=block["name"])
+                return [*self.flush(), ToolCallStart(id=block["id"], name=block["name"])]
+            if block["type"] == "redacted_thinking":
+                return [ReasoningSigned(redacted_data=block["data"])]
+        elif kind == "content_block_delta":
+            return self._delta(event["index"], event["delta"])
+        elif kind == "content_block_stop":
+            tool = self.tools.pop(event["index"], None)
             if tool is not None:
                 arguments = parse_arguments("".join(tool.json_parts))
                 return [ToolCallEnd(id=tool.id, name=tool.name, arguments=arguments)]
-        elif isinstance(event, RawMessageDeltaEvent):
-            self.stop_reason = event.delta.stop_reason or self.stop_reason
-            self.output_tokens = event.usage.output_tokens
-        elif isinstance(event, RawMessageStopEvent):
+        elif kind == "message_delta":
+            self.stop_reason = event["delta"].get("stop_reason") or self.stop_reason
+            self.output_tokens = event["usage"].get("output_tokens")
+        elif kind == "message_stop":
             self.stopped = True
         return []
 
-    def _delta(self, event: RawContentBlockDeltaEvent) -> list[ProviderEvent]:
-        delta = event.delta
-        if isinstance(delta, AnthropicTextDelta):
-            text = self.trim(self.dedupe(delta.text))
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> list[ProviderEvent]:
+        kind = delta["type"]
+        if kind == "text_delta":
+            text = self.trim(self.dedupe(delta["text"]))
             return [TextDelta(text=text)] if text else []
-        if isinstance(delta, ThinkingDelta):
-            return [ReasoningDelta(text=delta.thinking)] if delta.thinking else []
-        if isinstance(delta, SignatureDelta):
-            return [ReasoningSigned(signature=delta.signature)]
-        if isinstance(delta, InputJSONDelta):
-            tool = self.tools.get(event.index)
-            if tool is not None and delta.partial_json:
-                tool.json_parts.append(delta.partial_json)
-                return [ToolCallDelta(id=tool.id, arguments_delta=delta.partial_json)]
+        if kind == "thinking_delta":
+            return [ReasoningDelta(text=delta["thinking"])] if delta["thinking"] else []
+        if kind == "signature_delta":
+            return [ReasoningSigned(signature=delta["signature"])]
+        if kind == "input_json_delta":
+            tool = self.tools.get(index)
+            if tool is not None and delta["partial_json"]:
+                tool.json_parts.append(delta["partial_json"])
+                return [ToolCallDelta(id=tool.id, arguments_delta=delta["partial_json"])]
         return []
 
     def flush(self) -> list[ProviderEvent]:
@@ -345,7 +345,7 @@ class AnthropicMessagesProvider:
         """A relayed stream is stopped at the relay; the Messages API itself keeps nothing."""
         await cancel_relayed(self.config, response_id)
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         relayed = RelayedStream.of(request, self.config)
         return relayed_events(self.label, relayed, self._events(request, relayed))
 
@@ -379,8 +379,13 @@ class AnthropicMessagesProvider:
             dedupe=WhitespaceDeduper(None if by_instruction else request.prefill),
             trim=OverlapTrimmer(request.prefill or "" if by_instruction else ""),
         )
-        async with stream:
-            async for event in stream:
+        # The events are read off the response as JSON (`activities/providers/sse.py` says
+        # why). Only the events the SDK's stream yields are read and counted (a relay cursor
+        # counts them): `ping` and event types it does not know are skipped.
+        async with stream, aclosing(json_events(stream.response)) as events:
+            async for event in events:
+                if event.get("type") not in _MESSAGE_EVENTS:
+                    continue
                 for new in relayed.passed(reader.read(event)):
                     yield new
                 if reader.stopped:

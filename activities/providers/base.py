@@ -1,6 +1,6 @@
 """The contract every model provider adapter implements."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Protocol
 
 from pydantic import BaseModel, Field
@@ -77,10 +77,12 @@ class Provider(Protocol):
         """How `request` will continue its partial answer (resume, prefill or instruction)."""
         ...
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         """Yield events until the step ends with a `Finish`; raise `ProviderError` on failure.
 
-        Given a `prefill`, only the continuation is yielded, never the prefill again."""
+        Given a `prefill`, only the continuation is yielded, never the prefill again. A caller
+        that stops reading early closes the stream (`aclose`, `contextlib.aclosing`), so its
+        connection is released on the event loop, not by the garbage collector."""
         ...
 
     async def cancel(self, response_id: str) -> None:

@@ -1,7 +1,7 @@
 """Small helpers the provider adapters share."""
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any, Literal
 
@@ -26,7 +26,7 @@ def dump_arguments(arguments: dict[str, Any]) -> str:
 
 async def translate_errors(
     label: str, events: AsyncGenerator[ProviderEvent, None]
-) -> AsyncIterator[ProviderEvent]:
+) -> AsyncGenerator[ProviderEvent, None]:
     """Pass `events` through, turning SDK and transport failures into `ProviderError`s."""
     async with aclosing(events) as source:
         try:

@@ -8,7 +8,7 @@ Every answer starts with "[demo model] ". It echoes the user, and when the agent
 import asyncio
 import hashlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,7 +131,7 @@ class DemoProvider:
     async def cancel(self, response_id: str) -> None:
         """Nothing runs server-side: nothing to cancel."""
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         step = plan_step(request)
         if isinstance(step, _Call):
             call_id = _call_id(request, step.name)

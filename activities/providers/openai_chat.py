@@ -22,12 +22,11 @@ Both are exact. The real OpenAI API refuses either with HTTP 400 (`Unrecognized 
 supplied: continue_final_message`), so they are never sent by default.
 """
 
-import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import httpx2
 import openai
 from openai.types.chat import (
     ChatCompletion,
@@ -53,7 +52,7 @@ from activities.providers.continuation_modes import (
     Continuation,
 )
 from activities.providers.relayed import RelayedStream, cancel_relayed, relayed_events
-from activities.providers.sse import event_data
+from activities.providers.sse import json_events
 from perdure.domain.conversation import AssistantItem, UserItem
 from perdure.domain.overlap import OverlapTrimmer
 from perdure.domain.provider_events import (
@@ -199,26 +198,6 @@ def _finish(reason: str, usage: Mapping[str, Any] | None) -> Finish:
     )
 
 
-async def chat_chunks(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
-    """The stream's `chat.completion.chunk` objects as plain dicts, up to `[DONE]`; an `error`
-    object in the stream raises `APIError`, as the SDK's own stream does."""
-    async for data in event_data(response):
-        if data.startswith("[DONE]"):
-            return
-        chunk = json.loads(data)
-        if isinstance(chunk, dict) and chunk.get("error"):
-            error = chunk["error"]
-            message = error.get("message") if isinstance(error, dict) else None
-            raise openai.APIError(
-                message=message
-                if isinstance(message, str) and message
-                else "An error occurred during streaming",
-                request=response.request,
-                body=error,
-            )
-        yield chunk
-
-
 class OpenAIChatProvider:
     """Chat Completions streaming with usage; tool calls arrive as indexed fragments."""
 
@@ -240,7 +219,7 @@ class OpenAIChatProvider:
         """A relayed stream is stopped at the relay; Chat Completions itself keeps nothing."""
         await cancel_relayed(self.config, response_id)
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         relayed = RelayedStream.of(request, self.config)
         return relayed_events(self.label, relayed, self._events(request, relayed))
 
@@ -288,8 +267,8 @@ class OpenAIChatProvider:
         calls = ToolCallAccumulator()
         reason: str | None = None
         usage: dict[str, Any] | None = None
-        async with stream:
-            async for chunk in chat_chunks(stream.response):
+        async with stream, aclosing(json_events(stream.response)) as chunks:
+            async for chunk in chunks:
                 usage = chunk.get("usage") or usage
                 events: list[ProviderEvent] = []
                 for choice in chunk.get("choices") or []:

@@ -16,31 +16,16 @@ assistant message, so the partial is continued by **instruction** (partial, then
 the final Response object" (same guide).
 """
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
+from typing import Any
 
 import openai
 from openai import AsyncOpenAI, omit
 from openai.types.responses import (
     FunctionToolParam,
-    Response,
-    ResponseCompletedEvent,
-    ResponseCreatedEvent,
-    ResponseErrorEvent,
-    ResponseFailedEvent,
-    ResponseFunctionCallArgumentsDeltaEvent,
-    ResponseFunctionToolCall,
-    ResponseIncompleteEvent,
-    ResponseInProgressEvent,
     ResponseInputItemParam,
-    ResponseOutputItemAddedEvent,
-    ResponseOutputItemDoneEvent,
-    ResponseQueuedEvent,
-    ResponseReasoningItem,
-    ResponseReasoningSummaryTextDeltaEvent,
-    ResponseReasoningTextDeltaEvent,
-    ResponseStreamEvent,
-    ResponseTextDeltaEvent,
 )
 from openai.types.shared_params import Reasoning
 
@@ -60,6 +45,7 @@ from activities.providers.continuation_modes import (
     Continuation,
 )
 from activities.providers.errors import from_status, to_provider_error
+from activities.providers.sse import json_events
 from perdure.domain.conversation import AssistantItem, UserItem
 from perdure.domain.overlap import OverlapTrimmer
 from perdure.domain.provider_events import (
@@ -135,19 +121,20 @@ def response_tools(request: ModelRequest) -> list[FunctionToolParam]:
     ]
 
 
-def finish_of(response: Response) -> Finish:
-    """The `Finish` for a response that ended as completed or incomplete."""
+def finish_of(response: Mapping[str, Any]) -> Finish:
+    """The `Finish` for a response (a `Response` object as JSON) that ended as completed or
+    incomplete."""
     reason: FinishReason = "stop"
-    if response.status == "incomplete":
-        details = response.incomplete_details
-        reason = _INCOMPLETE.get(details.reason or "", "other") if details else "other"
-    elif any(isinstance(item, ResponseFunctionToolCall) for item in response.output):
+    if response.get("status") == "incomplete":
+        details = response.get("incomplete_details") or {}
+        reason = _INCOMPLETE.get(details.get("reason") or "", "other") if details else "other"
+    elif any(item.get("type") == "function_call" for item in response.get("output") or []):
         reason = "tool-calls"
-    usage = response.usage
+    usage = response.get("usage") or {}
     return Finish(
         reason=reason,
-        input_tokens=usage.input_tokens if usage else None,
-        output_tokens=usage.output_tokens if usage else None,
+        input_tokens=usage.get("input_tokens"),
+        output_tokens=usage.get("output_tokens"),
     )
 
 
@@ -157,9 +144,16 @@ class _Call:
     name: str
 
 
+_STARTED = frozenset({"response.created", "response.in_progress", "response.queued"})
+_ENDED = frozenset({"response.completed", "response.incomplete"})
+_REASONING = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
+_ITEM = frozenset({"response.output_item.added", "response.output_item.done"})
+
+
 @dataclass
 class _Reader:
-    """Translates one stream of Responses events, remembering what a cursor must cover."""
+    """Translates one stream of Responses events (each event's JSON, as the API reference's
+    "Streaming events" describe them), remembering what a cursor must cover."""
 
     label: str
     trim: OverlapTrimmer = field(default_factory=lambda: OverlapTrimmer(""))
@@ -169,30 +163,30 @@ class _Reader:
     """Argument deltas of calls that started before we re-attached; held until their item ends."""
     finish: Finish | None = None
 
-    def read(self, event: ResponseStreamEvent) -> list[ProviderEvent]:
-        if isinstance(event, ResponseTextDeltaEvent):
-            text = self.trim(event.delta)
+    def read(self, event: Mapping[str, Any]) -> list[ProviderEvent]:
+        kind = event.get("type")
+        if kind == "response.output_text.delta":
+            text = self.trim(event["delta"])
             return [TextDelta(text=text)] if text else []
-        if isinstance(
-            event, ResponseReasoningSummaryTextDeltaEvent | ResponseReasoningTextDeltaEvent
-        ):
-            return [ReasoningDelta(text=event.delta)]
-        if isinstance(event, ResponseFunctionCallArgumentsDeltaEvent):
-            return self._arguments(event.item_id, event.delta)
-        if isinstance(event, ResponseOutputItemAddedEvent | ResponseOutputItemDoneEvent):
-            return [*self.flush(), *self._item(event)]
-        if isinstance(event, ResponseCreatedEvent | ResponseInProgressEvent | ResponseQueuedEvent):
-            self.response_id = event.response.id
-        elif isinstance(event, ResponseCompletedEvent | ResponseIncompleteEvent):
-            self.response_id = event.response.id
-            self.finish = finish_of(event.response)
+        if kind in _REASONING:
+            return [ReasoningDelta(text=event["delta"])]
+        if kind == "response.function_call_arguments.delta":
+            return self._arguments(event["item_id"], event["delta"])
+        if kind in _ITEM:
+            return [*self.flush(), *self._item(kind == "response.output_item.done", event["item"])]
+        if kind in _STARTED:
+            self.response_id = event["response"]["id"]
+        elif kind in _ENDED:
+            self.response_id = event["response"]["id"]
+            self.finish = finish_of(event["response"])
             return self.flush()
-        elif isinstance(event, ResponseFailedEvent):
-            error = event.response.error
-            message = error.message if error else "the response failed"
-            raise from_status(self.label, 200, message, error_type=error.code if error else None)
-        elif isinstance(event, ResponseErrorEvent):
-            raise from_status(self.label, 200, event.message, error_type=event.code or None)
+        elif kind == "response.failed":
+            error = event["response"].get("error") or {}
+            message = error.get("message") or "the response failed"
+            raise from_status(self.label, 200, message, error_type=error.get("code"))
+        elif kind == "error":
+            message = event.get("message") or "An error occurred during streaming"
+            raise from_status(self.label, 200, message, error_type=event.get("code") or None)
         return []
 
     def flush(self) -> list[ProviderEvent]:
@@ -207,34 +201,34 @@ class _Reader:
             return []
         return [ToolCallDelta(id=call.call_id, arguments_delta=delta)]
 
-    def _item(
-        self, event: ResponseOutputItemAddedEvent | ResponseOutputItemDoneEvent
-    ) -> list[ProviderEvent]:
-        item = event.item
-        if isinstance(item, ResponseReasoningItem):
+    def _item(self, done: bool, item: Mapping[str, Any]) -> list[ProviderEvent]:
+        kind = item.get("type")
+        if kind == "reasoning":
             # Passed back by id in the tool loop's next request (the response is stored).
-            done = isinstance(event, ResponseOutputItemDoneEvent)
-            return [ReasoningSigned(item_id=item.id)] if done else []
-        if not isinstance(item, ResponseFunctionToolCall):
+            return [ReasoningSigned(item_id=item["id"])] if done else []
+        if kind != "function_call":
             return []
-        item_id = item.id or item.call_id
-        if isinstance(event, ResponseOutputItemAddedEvent):
-            self.calls[item_id] = _Call(call_id=item.call_id, name=item.name)
-            return [ToolCallStart(id=item.call_id, name=item.name)]
+        call_id, name = item["call_id"], item["name"]
+        item_id = item.get("id") or call_id
+        if not done:
+            self.calls[item_id] = _Call(call_id=call_id, name=name)
+            return [ToolCallStart(id=call_id, name=name)]
         events: list[ProviderEvent] = []
         held = self.orphans.pop(item_id, [])
         if held:
-            events.append(ToolCallDelta(id=item.call_id, arguments_delta="".join(held)))
-        arguments = parse_arguments(item.arguments)
-        events.append(ToolCallEnd(id=item.call_id, name=item.name, arguments=arguments))
+            events.append(ToolCallDelta(id=call_id, arguments_delta="".join(held)))
+        arguments = parse_arguments(item.get("arguments") or "")
+        events.append(ToolCallEnd(id=call_id, name=name, arguments=arguments))
         return events
 
-    def cursor(self, event: ResponseStreamEvent) -> ResponseCursor | None:
+    def cursor(self, event: Mapping[str, Any]) -> ResponseCursor | None:
         """A cursor only once everything up to this event has been yielded (text the trimmer
         holds has not been)."""
         if not self.response_id or self.orphans or self.trim.holding:
             return None
-        return ResponseCursor(response_id=self.response_id, sequence_number=event.sequence_number)
+        return ResponseCursor(
+            response_id=self.response_id, sequence_number=event["sequence_number"]
+        )
 
 
 def response_reasoning(request: ModelRequest) -> Reasoning | None:
@@ -281,9 +275,8 @@ class OpenAIResponsesProvider:
                 raise
             raise error from exc
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
-        async for event in translate_errors(self.label, self._events(request)):
-            yield event
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
+        return translate_errors(self.label, self._events(request))
 
     async def _events(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         client = openai_client(self.config)
@@ -310,8 +303,11 @@ class OpenAIResponsesProvider:
                 store=True,
                 stream=True,
             )
-        async with stream:
-            async for event in stream:
+        # The events are read off the response as JSON (`activities/providers/sse.py` says
+        # why): the SDK's own stream builds a model per event and, left at the final event,
+        # leaves its generators to the garbage collector.
+        async with stream, aclosing(json_events(stream.response)) as events:
+            async for event in events:
                 for translated in reader.read(event):
                     yield translated
                 cursor = reader.cursor(event)
@@ -329,7 +325,7 @@ class OpenAIResponsesProvider:
             )
         response = await client.responses.retrieve(response_id)
         if response.status in ("completed", "incomplete"):
-            return finish_of(response)
+            return finish_of(response.to_dict())
         if response.status == "cancelled":
             raise ProviderError(
                 f"{self.label}: response {response_id} was cancelled", retryable=False

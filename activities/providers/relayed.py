@@ -15,7 +15,8 @@ response.
 """
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -98,13 +99,14 @@ class RelayedStream:
 
 async def relayed_events(
     label: str, relayed: RelayedStream, events: AsyncGenerator[ProviderEvent, None]
-) -> AsyncIterator[ProviderEvent]:
+) -> AsyncGenerator[ProviderEvent, None]:
     """`events`, their failures as `ProviderError`s. A re-attached stream that fails is not
     retried as it is: the step continues from its log by the provider's own continuation (a
     non-retryable error says so)."""
     try:
-        async for event in translate_errors(label, events):
-            yield event
+        async with aclosing(translate_errors(label, events)) as translated:
+            async for event in translated:
+                yield event
     except ProviderError as error:
         if not relayed.attaching or not error.retryable:
             raise

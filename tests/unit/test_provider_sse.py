@@ -6,8 +6,7 @@ import httpx2
 import openai
 import pytest
 
-from activities.providers.openai_chat import chat_chunks
-from activities.providers.sse import event_data
+from activities.providers.sse import event_data, json_events
 
 
 async def _response(body: bytes | list[bytes]) -> httpx2.Response:
@@ -54,12 +53,12 @@ async def test_a_last_event_without_its_blank_line_is_still_delivered() -> None:
 async def test_an_error_object_in_the_stream_raises_the_sdks_api_error() -> None:
     body = b'data: {"error": {"message": "overloaded", "type": "server_error"}}\n\n'
     with pytest.raises(openai.APIError, match="overloaded"):
-        [chunk async for chunk in chat_chunks(await _response(body))]
+        [chunk async for chunk in json_events(await _response(body))]
 
 
 async def test_chunks_stop_at_done() -> None:
     body = b'data: {"choices": []}\n\ndata: [DONE]\n\ndata: {"late": true}\n\n'
-    assert [chunk async for chunk in chat_chunks(await _response(body))] == [{"choices": []}]
+    assert [chunk async for chunk in json_events(await _response(body))] == [{"choices": []}]
 
 
 async def test_a_dropped_connection_raises_the_sdks_connection_error() -> None:

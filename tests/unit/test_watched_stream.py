@@ -2,7 +2,7 @@
 streams on with shorter gaps is not, however long its answer lasts."""
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any, cast
 
 import pytest
@@ -28,7 +28,7 @@ class PacedProvider:
         self._gap = gap
         self._then_silent = then_silent
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         for n in range(self._deltas):
             yield TextDelta(text=f"{n} ")
             await asyncio.sleep(self._gap)
