@@ -16,9 +16,8 @@ it too ("ValueError: async generator already executing"). So the bytes are read 
 """
 
 import json
-import re
 import ssl
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
@@ -29,66 +28,52 @@ import openai
 _DROPPED = (httpx2.RequestError, ssl.SSLError, anyio.EndOfStream)
 """What the OpenAI SDK's own stream maps to `APIConnectionError` (`openai._httpx2`)."""
 
-_LINE_END = re.compile(rb"\r\n|\r|\n")
 
-
-class _Lines:
-    """Lines of a byte stream, split on the event-stream's line ends only (not on the other
-    breaks `str.splitlines` knows, which JSON text may carry); a CR at the end of a read
-    waits for the next read, which may begin with its LF. Line ends are ASCII, so a whole
-    line never splits a UTF-8 character."""
-
-    def __init__(self) -> None:
-        self._pending = b""
-
-    def feed(self, data: bytes) -> Iterator[str]:
-        buffer = self._pending + data
-        start = 0
-        for end in _LINE_END.finditer(buffer):
-            if end.group() == b"\r" and end.end() == len(buffer):
-                break
-            yield buffer[start : end.start()].decode("utf-8", "replace")
-            start = end.end()
-        self._pending = buffer[start:]
-
-    def finish(self) -> Iterator[str]:
-        rest = self._pending.removesuffix(b"\r")
-        self._pending = b""
-        if rest:
-            yield rest.decode("utf-8", "replace")
+def _data_line(line: bytes) -> bytes | None:
+    """The value of a `data` field line; None for any other line (comments, other fields)."""
+    if line.startswith(b"data:"):
+        value = line[5:]
+    else:
+        field, _, value = line.partition(b":")
+        if field != b"data":
+            return None
+    return value[1:] if value.startswith(b" ") else value
 
 
 async def event_data(response: httpx2.Response) -> AsyncGenerator[str, None]:
     """The `data` of each event, in order. Transport failures become the SDKs' own
-    `APITimeoutError` / `APIConnectionError`, as their streams raise them."""
-    lines = _Lines()
-    data: list[str] = []
+    `APITimeoutError` / `APIConnectionError`, as their streams raise them.
 
-    def ended(line: str) -> str | None:
-        """Take one line; the event's data when the line ends an event."""
-        if not line:
-            if data:
-                event = "\n".join(data)
-                data.clear()
-                return event
-            return None
-        if not line.startswith(":"):
-            field, _, value = line.partition(":")
-            if field == "data":
-                data.append(value[1:] if value.startswith(" ") else value)
-        return None
-
+    Lines end with LF, CRLF or CR only (not the other breaks `str.splitlines` knows, which JSON
+    text may carry); a CR that ends a read waits for the next, which may begin with its LF.
+    Line ends are ASCII, so splitting the bytes never splits a UTF-8 character."""
+    pending = b""
+    data: list[bytes] = []
     try:
         async with aclosing(response.aiter_bytes()) as chunks:
             async for chunk in chunks:
-                for line in lines.feed(chunk):
-                    if (event := ended(line)) is not None:
-                        yield event
-        for line in lines.finish():
-            if (event := ended(line)) is not None:
-                yield event
+                buffer = pending + chunk if pending else chunk
+                held = b""
+                if b"\r" in buffer:
+                    if buffer.endswith(b"\r"):
+                        buffer, held = buffer[:-1], b"\r"
+                    buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+                lines = buffer.split(b"\n")
+                pending = lines.pop() + held
+                for line in lines:
+                    if line:
+                        value = _data_line(line)
+                        if value is not None:
+                            data.append(value)
+                    elif data:
+                        yield b"\n".join(data).decode("utf-8", "replace")
+                        data.clear()
+        last = pending.removesuffix(b"\r")
+        value = _data_line(last) if last else None
+        if value is not None:
+            data.append(value)
         if data:
-            yield "\n".join(data)
+            yield b"\n".join(data).decode("utf-8", "replace")
     except httpx2.TimeoutException as error:
         raise openai.APITimeoutError(request=response.request) from error
     except _DROPPED as error:

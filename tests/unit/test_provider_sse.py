@@ -46,6 +46,21 @@ async def test_an_event_split_across_network_reads_arrives_whole() -> None:
     assert await _data([b"da", b'ta: {"a"', b":1}\r", b"\n\r\n"]) == ['{"a":1}']
 
 
+async def test_lines_may_end_with_a_lone_carriage_return() -> None:
+    assert await _data(b"data: a\rdata: b\r\rdata: c\r\r") == ["a\nb", "c"]
+
+
+async def test_a_unicode_line_separator_inside_the_data_does_not_end_its_line() -> None:
+    text = 'data: {"delta": "one\u2028two\u0085three"}\n\n'
+    assert await _data(text.encode()) == ['{"delta": "one\u2028two\u0085three"}']
+
+
+async def test_a_character_split_across_network_reads_arrives_whole() -> None:
+    body = 'data: "caf\u00e9 \u2014 \U0001f600"\n\n'.encode()
+    cut = body.index("\U0001f600".encode()) + 2
+    assert await _data([body[:cut], body[cut:]]) == ['"caf\u00e9 \u2014 \U0001f600"']
+
+
 async def test_a_last_event_without_its_blank_line_is_still_delivered() -> None:
     assert await _data(b"data: tail") == ["tail"]
 
