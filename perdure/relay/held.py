@@ -15,8 +15,9 @@ import asyncio
 import contextlib
 import hashlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 import httpx
 from pydantic import BaseModel, Field
@@ -154,8 +155,15 @@ class HeldStreams:
     async def _read(self, held: HeldStream, response: httpx.Response) -> None:
         truncated: str | None = None
         try:
-            async with asyncio.timeout(self.limits.stream_seconds):
-                async for chunk in response.aiter_raw():
+            # Closed here, not left to the garbage collector, when an oversize stream stops
+            # the read early (activities/providers/sse.py says why); httpx types the async
+            # generator it returns as an iterator.
+            raw = cast(AsyncGenerator[bytes, None], response.aiter_raw())
+            async with (
+                asyncio.timeout(self.limits.stream_seconds),
+                contextlib.aclosing(raw) as chunks,
+            ):
+                async for chunk in chunks:
                     if held.size + len(chunk) > self.limits.max_stream_bytes:
                         truncated = f"over {self.limits.max_stream_bytes} bytes"
                         break
