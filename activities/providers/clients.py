@@ -10,9 +10,9 @@ asyncio's own streams (`activities/providers/network.py` says why), unless a pro
 
 import asyncio
 from asyncio import AbstractEventLoop
+from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
-import anthropic
 import httpx2
 import openai
 from pydantic import SecretStr
@@ -25,10 +25,13 @@ from activities.providers.config import (
 )
 from activities.providers.network import asyncio_transport
 
+if TYPE_CHECKING:
+    import anthropic
+
 _TIMEOUT = httpx2.Timeout(600.0, connect=10.0, read=120.0)
 
 _OpenAIClients = dict[tuple[SecretStr, str], openai.AsyncOpenAI]
-_AnthropicClients = dict[tuple[SecretStr, str], anthropic.AsyncAnthropic]
+_AnthropicClients = dict[tuple[SecretStr, str], "anthropic.AsyncAnthropic"]
 _openai: WeakKeyDictionary[AbstractEventLoop, _OpenAIClients] = WeakKeyDictionary()
 _anthropic: WeakKeyDictionary[AbstractEventLoop, _AnthropicClients] = WeakKeyDictionary()
 
@@ -71,9 +74,13 @@ def openai_client(config: ProviderConfig, *, relayed: bool = False) -> openai.As
     return clients[key, base_url]
 
 
-def anthropic_client(config: ProviderConfig, *, relayed: bool = False) -> anthropic.AsyncAnthropic:
+def anthropic_client(
+    config: ProviderConfig, *, relayed: bool = False
+) -> "anthropic.AsyncAnthropic":
     """An `AsyncAnthropic` with `config`'s Anthropic key and base URL, or pointed at the relay;
-    ProviderError if no key."""
+    ProviderError if no key. The SDK is imported here, by the first Anthropic model's step."""
+    import anthropic
+
     if relayed:
         key, base_url = _relay(config, "anthropic")
     else:

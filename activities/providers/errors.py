@@ -5,11 +5,11 @@ A 400 that mentions prefill marks `prefill_rejected`, so the caller regenerates 
 """
 
 import email.utils
+import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
-import anthropic
 import httpx
 import httpx2
 import openai
@@ -124,18 +124,34 @@ def _from_status_error(
     )
 
 
+def is_sdk_error(exc: BaseException, name: str) -> bool:
+    """`exc` is the SDKs' error class `name` (`APIStatusError`, `APIConnectionError`, ...):
+    openai-python's, or the Anthropic SDK's once this process has imported it (none of its
+    errors can exist before, and importing it only to check would cost a third of a worker's
+    start: the registry imports it for the first `anthropic:` model)."""
+    if isinstance(exc, getattr(openai, name)):
+        return True
+    anthropic = sys.modules.get("anthropic")
+    return anthropic is not None and isinstance(exc, getattr(anthropic, name))
+
+
 def to_provider_error(provider: str, exc: BaseException) -> ProviderError | None:
     """The `ProviderError` for a known SDK or transport failure; None for anything else."""
     if isinstance(exc, ProviderError):
         return exc
-    if isinstance(exc, openai.APIStatusError | anthropic.APIStatusError):
-        response = exc.response
+    if is_sdk_error(exc, "APIStatusError"):
+        # Both SDKs' status errors carry the same fields.
+        status_error = cast(openai.APIStatusError, exc)
         return _from_status_error(
-            provider, exc.status_code, response.headers, exc.body, exc.message
+            provider,
+            status_error.status_code,
+            status_error.response.headers,
+            status_error.body,
+            status_error.message,
         )
-    if isinstance(exc, openai.APITimeoutError | anthropic.APITimeoutError):
+    if is_sdk_error(exc, "APITimeoutError"):
         return ProviderError(f"{provider}: request timed out", retryable=True)
-    if isinstance(exc, openai.APIConnectionError | anthropic.APIConnectionError):
+    if is_sdk_error(exc, "APIConnectionError"):
         return ProviderError(
             f"{provider}: connection error: {exc.__cause__ or exc}", retryable=True
         )

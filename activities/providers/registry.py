@@ -8,12 +8,9 @@ OpenAI API allows), `vllm` (vLLM's `continue_final_message`) or `deepseek` (Deep
 `activities/providers/openai_chat.py`.
 """
 
-from activities.providers.anthropic_messages import AnthropicMessagesProvider
 from activities.providers.base import Provider
 from activities.providers.config import ProviderConfig
 from activities.providers.demo import DemoProvider
-from activities.providers.openai_chat import OpenAIChatProvider
-from activities.providers.openai_responses import OpenAIResponsesProvider
 
 ACCEPTED_FORMS = (
     "openai:<model>",
@@ -31,10 +28,19 @@ def provider_for(spec: str, config: ProviderConfig) -> Provider:
         return DemoProvider()
     model = model.strip()
     if separator and model:
+        # Each adapter (and its SDK) is imported when a model first needs it: the Anthropic SDK
+        # alone is about a third of a worker's start, and a worker serving only OpenAI models
+        # never needs it (`tests/unit/test_cli_imports.py`).
         if prefix == "openai":
+            from activities.providers.openai_chat import OpenAIChatProvider
+
             return OpenAIChatProvider(model, config=config)
         if prefix == "openai-responses":
+            from activities.providers.openai_responses import OpenAIResponsesProvider
+
             return OpenAIResponsesProvider(model, config=config)
         if prefix == "anthropic":
+            from activities.providers.anthropic_messages import AnthropicMessagesProvider
+
             return AnthropicMessagesProvider(model, config=config)
     raise ValueError(f"Unknown model spec {spec!r}; expected one of: {', '.join(ACCEPTED_FORMS)}.")

@@ -20,13 +20,12 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TypeVar
 
-import anthropic
 import httpx
-import openai
 
 from activities.providers.base import ModelRequest, ProviderError
 from activities.providers.common import translate_errors
 from activities.providers.config import ProviderConfig
+from activities.providers.errors import is_sdk_error
 from perdure.domain.provider_events import ProviderEvent, ResponseCursor
 from perdure.domain.relay_protocol import ATTACH_HEADER, CURSOR_PREFIX, STREAM_HEADER
 
@@ -89,8 +88,9 @@ class RelayedStream:
         to the provider, with the worker's own key): the stream and how it is relayed."""
         try:
             return await send(self), self
-        except (openai.APIConnectionError, anthropic.APIConnectionError):
-            if not self.on or self.attaching or not has_key:
+        except Exception as error:
+            unreachable = is_sdk_error(error, "APIConnectionError")
+            if not unreachable or not self.on or self.attaching or not has_key:
                 raise
         log.warning("the provider relay cannot be reached; %s goes direct", label)
         direct = RelayedStream(stream_id=None)

@@ -27,3 +27,20 @@ def test_importing_the_cli_imports_no_provider_sdk() -> None:
 def test_a_worker_imports_no_web_framework() -> None:
     worker = "import perdure.commands.cli, perdure.runtime.worker"
     assert imported_after(worker, ("fastapi", "starlette", "gateway.app")) == []
+
+
+def test_a_worker_serving_only_openai_models_imports_no_anthropic_sdk() -> None:
+    worker = (
+        "import perdure.commands.cli, perdure.runtime.worker; "
+        "from activities.providers import ProviderConfig, provider_for; "
+        "[provider_for(spec, ProviderConfig()) for spec in ('openai:m', 'openai-responses:m')]"
+    )
+    assert imported_after(worker, ("anthropic",)) == []
+
+
+def test_an_anthropic_model_imports_its_sdk_when_first_resolved() -> None:
+    resolved = (
+        "from activities.providers import ProviderConfig, provider_for; "
+        "provider_for('anthropic:claude-haiku-4-5', ProviderConfig())"
+    )
+    assert imported_after(resolved, ("anthropic",)) == ["anthropic"]
