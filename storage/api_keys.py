@@ -82,7 +82,8 @@ async def revoke_key(db: Database, *, key_id: str) -> ApiKeyRow | None:
 async def any_stored_key(db: Database) -> bool:
     """Whether the store has ever held a key, revoked or not: then every request must bring
     one. Revoked keys count, so revoking the last key never opens a gateway by surprise."""
-    found = await db.read_sync(lambda session: session.exec(select(ApiKeyRow.id).limit(1)).first())
+    statement = select(ApiKeyRow.id).limit(1)
+    found = await db.read_connection(lambda connection: connection.execute(statement).first())
     return found is not None
 
 

@@ -199,13 +199,33 @@ class Database:
             async with self.read() as session:
                 # sqlmodel's AsyncSession runs `read` with its own (sqlmodel) Session class.
                 return await session.run_sync(cast(Callable[[OrmSession], T], read))
-        engine = self.blocking_reads()
 
-        def on_thread() -> T:
+        def in_session(engine: Engine) -> T:
             with Session(engine, expire_on_commit=False) as session:
                 return read(session)
 
-        return await asyncio.to_thread(on_thread)
+        return await self._sqlite_read(in_session)
+
+    async def read_connection(self, read: Callable[[Connection], T]) -> T:
+        """`read(connection)` with a blocking connection (SQLAlchemy Core, no ORM session), as
+        `read_sync` runs it, for the reads of every request: an ORM session and the objects it
+        builds cost several times the statement (0.35-0.45 ms of CPU for two small reads on
+        SQLite, against 0.08-0.1 ms through Core)."""
+        if not self.is_sqlite:
+            async with self._read_engine.connect() as connection:
+                return await connection.run_sync(read)
+
+        def on_connection(engine: Engine) -> T:
+            with engine.connect() as connection:
+                return read(connection)
+
+        return await self._sqlite_read(on_connection)
+
+    async def _sqlite_read(self, read: Callable[[Engine], T]) -> T:
+        """`read` on a thread with SQLite's blocking read engine: one hop for the whole read,
+        where the asyncio driver makes several per statement through the event loop."""
+        engine = self.blocking_reads()
+        return await asyncio.to_thread(read, engine)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:

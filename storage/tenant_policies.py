@@ -46,7 +46,15 @@ class TenantLimits:
             take_token(session, tenant_id=self.tenant_id, rate=self.rate, at=at)
 
 
-def rate_of(row: TenantPolicyRow | None, default: Rate | None) -> Rate | None:
+@dataclass(frozen=True)
+class _Policy:
+    """The parts of a tenant's policy a submission is checked against."""
+
+    allowed_agents: list[str] | None
+    rate_limit: str | None
+
+
+def rate_of(row: _Policy | None, default: Rate | None) -> Rate | None:
     """The tenant's own rate, else `default` (PERDURE_RATE_LIMIT); None: no limit."""
     if row is None or row.rate_limit is None:
         return default
@@ -57,23 +65,34 @@ async def get_policy(db: Database, tenant_id: str) -> TenantPolicyRow | None:
     return await db.read_sync(lambda session: session.get(TenantPolicyRow, tenant_id))
 
 
+async def _checked_policy(db: Database, tenant_id: str) -> _Policy | None:
+    """One read by primary key, on every submission (no ORM session: `read_connection`)."""
+    statement = select(TenantPolicyRow.allowed_agents, TenantPolicyRow.rate_limit).where(
+        col(TenantPolicyRow.tenant_id) == tenant_id
+    )
+    row = await db.read_connection(lambda connection: connection.execute(statement).first())
+    return None if row is None else _Policy(allowed_agents=row[0], rate_limit=row[1])
+
+
 async def limits_for(db: Database, tenant_id: str, default_rate: Rate | None) -> TenantLimits:
-    """One read by primary key, on every submission: a policy change holds at once."""
-    row = await get_policy(db, tenant_id)
+    """Read on every submission: a policy change holds at once."""
+    policy = await _checked_policy(db, tenant_id)
     return TenantLimits(
-        tenant_id=tenant_id, allowed_agents=_allowed_agents(row), rate=rate_of(row, default_rate)
+        tenant_id=tenant_id,
+        allowed_agents=_allowed_agents(policy),
+        rate=rate_of(policy, default_rate),
     )
 
 
 async def agent_limits(db: Database, tenant_id: str) -> TenantLimits:
     """The tenant's allowed agents only: for a submission that is no request (a scheduled
     prompt's occurrence), which no rate limit counts."""
-    row = await get_policy(db, tenant_id)
-    return TenantLimits(tenant_id=tenant_id, allowed_agents=_allowed_agents(row))
+    policy = await _checked_policy(db, tenant_id)
+    return TenantLimits(tenant_id=tenant_id, allowed_agents=_allowed_agents(policy))
 
 
-def _allowed_agents(row: TenantPolicyRow | None) -> frozenset[str] | None:
-    agents = row.allowed_agents if row is not None else None
+def _allowed_agents(policy: _Policy | None) -> frozenset[str] | None:
+    agents = policy.allowed_agents if policy is not None else None
     return frozenset(agents) if agents is not None else None
 
 
