@@ -127,7 +127,7 @@ def finish_of(response: Mapping[str, Any]) -> Finish:
     reason: FinishReason = "stop"
     if response.get("status") == "incomplete":
         details = response.get("incomplete_details") or {}
-        reason = _INCOMPLETE.get(details.get("reason") or "", "other") if details else "other"
+        reason = _INCOMPLETE.get(details.get("reason") or "", "other")
     elif any(item.get("type") == "function_call" for item in response.get("output") or []):
         reason = "tool-calls"
     usage = response.get("usage") or {}
