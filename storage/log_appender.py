@@ -135,8 +135,7 @@ class LogAppender:
             if not isinstance(result, StaleWriter):
                 written[batch.message_id] = None
                 self.chunks_written += len(batch.chunks)
-        for message_id in written:
-            self._bus.publish(message_id)
+        self._bus.publish(*written)
         for pending, result in zip(carried, results, strict=True):
             pending._settle(result)
 

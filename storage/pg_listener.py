@@ -34,7 +34,7 @@ async def listen_forever(url: str, bus: ChunkBus, ready: asyncio.Event | None = 
                     ready.set()
                 async for notification in connection.notifies():
                     for message_id in notification.payload.split():
-                        bus.publish(message_id)
+                        bus.heard(message_id)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # noqa: BLE001 - any connection failure means: poll, retry

@@ -18,6 +18,7 @@ from storage.log_appender import LogAppender
 from storage.log_watch import LogWatcher
 from storage.migrate import migrate
 from storage.pg_listener import listen_forever
+from storage.socket_bus import SocketBus
 
 
 @dataclass
@@ -57,13 +58,18 @@ async def connect_temporal(settings: Settings) -> Client:
 async def open_services(
     settings: Settings, *, client: Client | None = None, listen: bool = True
 ) -> AsyncIterator[Services]:
-    """Migrate the store, connect, watch followed logs, and (on PostgreSQL) listen for
-    log appends."""
+    """Migrate the store, connect, watch followed logs, and hear the other processes' log
+    appends (PostgreSQL's NOTIFY; SQLite's socket bus, storage/socket_bus.py)."""
     url = settings.resolved_database_url()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     await asyncio.to_thread(migrate, url)
     db = Database(url)
     bus = ChunkBus(reliable=False)
+    sockets = SocketBus.open(url) if db.is_sqlite else None
+    if sockets is not None:
+        bus.forward_to(sockets.send)
+        if listen:
+            sockets.listen(bus)
     watcher = LogWatcher(db, bus, poll_interval=settings.poll_interval)
     watching = asyncio.create_task(watcher.run())
     listener: asyncio.Task[None] | None = None
@@ -92,4 +98,6 @@ async def open_services(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if sockets is not None:
+            sockets.close()
         await db.close()
