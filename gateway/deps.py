@@ -69,6 +69,7 @@ async def _lifecycle(request: Request, services: _ServicesDep) -> SubmissionLife
             task_queue=services.settings.task_queue,
             eager_start=services.eager_start,
             deadline=GatewayDeadline(services.client),
+            bus=services.bus,
         )
     return lifecycle
 

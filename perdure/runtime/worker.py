@@ -98,7 +98,7 @@ def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[
     """One activity object per role: model step, tool call, finish, reconcile."""
     db, bus, client = services.db, services.bus, services.client
     task_queue = services.settings.task_queue
-    lifecycle = SubmissionLifecycle(db, client, task_queue=task_queue)
+    lifecycle = SubmissionLifecycle(db, client, task_queue=task_queue, bus=bus)
     finisher = TurnFinisher(db=db, bus=bus, agents=agents, lifecycle=lifecycle)
     model = ModelStepActivity(
         db=db,

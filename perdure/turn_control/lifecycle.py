@@ -20,6 +20,7 @@ from temporalio.client import Client
 from perdure.domain.names import ADMIT_SIGNAL, SKIP_SIGNAL
 from perdure.domain.ui import UIMessage
 from perdure.turn_control.client import TurnStart, cancel_turn, signal_turn, start_turn
+from storage.bus import ChunkBus
 from storage.db import Database
 from storage.stops import StopRecord, record_stop
 from storage.submissions import (
@@ -71,8 +72,12 @@ class SubmissionLifecycle:
         task_queue: str,
         eager_start: bool = False,
         deadline: TemporalDeadline = _as_is,
+        bus: ChunkBus | None = None,
     ) -> None:
         self._db = db
+        self._bus = bus
+        """Announces the logs the store closed for a submission that will not run (skipped,
+        dropped): their streams, here and in other processes, read them at once."""
         self._client = client
         self._task_queue = task_queue
         self._eager_start = eager_start
@@ -104,8 +109,14 @@ class SubmissionLifecycle:
             options=new.options,
         )
 
+    def _announce(self, submissions: Sequence[SubmissionRow]) -> None:
+        if self._bus is not None and submissions:
+            self._bus.publish(*(submission.assistant_message_id for submission in submissions))
+
     async def _start_submitted(self, outcome: SubmitOutcome) -> None:
         submission = outcome.submission
+        if outcome.created and submission.status == "skipped":  # dropped at intake
+            self._announce([submission])
         if submission.status in ACTIVE:
             try:
                 await self.start(submission, eager=self._eager_start)
@@ -128,7 +139,9 @@ class SubmissionLifecycle:
         await self._signal(submission, ADMIT_SIGNAL, patient=patient)
 
     async def skip(self, submissions: Sequence[SubmissionRow]) -> None:
-        """Let the turns of submissions the store ended `skipped` end without running."""
+        """Let the turns of submissions the store ended `skipped` (their logs closed) end
+        without running."""
+        self._announce(submissions)
         for submission in submissions:
             await self._signal(submission, SKIP_SIGNAL)
 

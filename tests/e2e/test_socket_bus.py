@@ -11,9 +11,13 @@ import stat
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+from temporalio.client import Client
 
+from perdure.domain.ui import UIMessage
+from perdure.turn_control.lifecycle import NewSubmission, SubmissionLifecycle
 from storage import log_watch
 from storage.bus import ChunkBus
 from storage.chunks import LogWriter
@@ -21,6 +25,7 @@ from storage.db import Database
 from storage.log_appender import LogAppender
 from storage.log_watch import LogWatcher
 from storage.socket_bus import SocketBus, bus_directory
+from storage.submissions import SubmissionOptions
 
 HEARD_WITHIN = 5.0
 
@@ -216,3 +221,32 @@ async def test_a_gateway_reads_a_separate_workers_appends_when_they_are_announce
         shutil.rmtree(directory, ignore_errors=True)
 
     assert [seq for seq, _ in rows] == [0]
+
+
+async def test_a_submission_dropped_at_intake_announces_its_closed_log(
+    sqlite_store: Database,
+) -> None:
+    """The store closes a dropped submission's log at intake; other processes' streams of it
+    must hear so, as they hear a worker's appends."""
+    bus = ChunkBus(reliable=True)
+    heard = Heard(bus)
+    lifecycle = SubmissionLifecycle(sqlite_store, cast(Client, None), task_queue="-", bus=bus)
+
+    def new(text: str, **options: Any) -> NewSubmission:
+        message = UIMessage.model_validate(
+            {"id": uuid.uuid4().hex, "role": "user", "parts": [{"type": "text", "text": text}]}
+        )
+        return NewSubmission(
+            tenant_id="t",
+            chat_id="chat",
+            agent="echo",
+            message=message,
+            idempotency_key=uuid.uuid4().hex,
+            options=SubmissionOptions(**options),
+        )
+
+    await lifecycle.record(new("running"))  # recorded and admitted; its turn is not started
+    dropped = await lifecycle.submit(new("dropped", concurrency="drop"))
+
+    assert dropped.submission.status == "skipped"
+    await heard.until({dropped.submission.assistant_message_id})
