@@ -30,9 +30,10 @@ def new_log() -> str:
 
 @contextlib.asynccontextmanager
 async def watching(
-    db: Database, *, reliable: bool, poll_interval: float = 0.02
+    db: Database, *, reliable: bool, poll_interval: float = 0.02, bus: ChunkBus | None = None
 ) -> AsyncIterator[LogWatcher]:
-    watcher = LogWatcher(db, ChunkBus(reliable=reliable), poll_interval=poll_interval)
+    """A watcher running until the block ends, on `bus` (else a new one, `reliable` or not)."""
+    watcher = LogWatcher(db, bus or ChunkBus(reliable=reliable), poll_interval=poll_interval)
     task = asyncio.create_task(watcher.run())
     try:
         yield watcher

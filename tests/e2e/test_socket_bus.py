@@ -9,7 +9,7 @@ import shutil
 import socket
 import stat
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -23,9 +23,9 @@ from storage.bus import ChunkBus
 from storage.chunks import LogWriter
 from storage.db import Database
 from storage.log_appender import LogAppender
-from storage.log_watch import LogWatcher
 from storage.socket_bus import SocketBus, bus_directory
 from storage.submissions import SubmissionOptions
+from tests.e2e.test_log_watch import watching
 
 HEARD_WITHIN = 5.0
 
@@ -177,18 +177,6 @@ def test_an_in_memory_database_has_no_bus() -> None:
     assert bus_directory("sqlite:///:memory:") is None
 
 
-@contextlib.asynccontextmanager
-async def watching(db: Database, bus: ChunkBus) -> AsyncIterator[LogWatcher]:
-    watcher = LogWatcher(db, bus, poll_interval=3600.0)
-    task = asyncio.create_task(watcher.run())
-    try:
-        yield watcher
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
 async def test_a_gateway_reads_a_separate_workers_appends_when_they_are_announced(
     sqlite_store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -204,7 +192,9 @@ async def test_a_gateway_reads_a_separate_workers_appends_when_they_are_announce
             appender = LogAppender(sqlite_store, worker_bus)
             gateway_bus = ChunkBus(reliable=False)
             gateway_sockets.listen(gateway_bus)
-            async with watching(sqlite_store, gateway_bus) as watcher:
+            async with watching(
+                sqlite_store, reliable=False, poll_interval=3600.0, bus=gateway_bus
+            ) as watcher:
                 with watcher.follow(message_id, after=-1) as follow:
                     await asyncio.sleep(0.1)  # the watcher's first (full) read is done
                     writer = appender.writer(
