@@ -139,8 +139,8 @@ class SubmissionLifecycle:
         await self._signal(submission, ADMIT_SIGNAL, patient=patient)
 
     async def skip(self, submissions: Sequence[SubmissionRow]) -> None:
-        """Let the turns of submissions the store ended `skipped` (their logs closed) end
-        without running."""
+        """Let the turns of submissions the store ended `skipped` end without running; their
+        logs are announced (a recovery plan closed them already)."""
         self._announce(submissions)
         for submission in submissions:
             await self._signal(submission, SKIP_SIGNAL)
