@@ -1,13 +1,14 @@
 """After the stream: which of the step's tool calls wait for a person before they run."""
 
 import logging
+from collections.abc import Mapping
 
 from activities._support import call_hook
 from perdure.agent import Agent, TurnContext
 from perdure.domain.payloads import ModelStepResult, ToolCallRef, WaitKind
 from perdure.domain.provider_events import ToolCallEnd
 from perdure.domain.ui import Chunk
-from perdure.tools import ClientTool, ToolContext, ToolDefinition
+from perdure.tools import ClientTool, Tool, ToolContext
 from storage.tool_waits import new_approval_id
 
 log = logging.getLogger(__name__)
@@ -18,7 +19,7 @@ MadeCall = tuple[str, str, bool]
 
 async def gate_calls(
     agent: Agent,
-    tools: dict[str, ToolDefinition],
+    tools: Mapping[str, Tool],
     calls: list[ToolCallEnd],
     context: TurnContext,
 ) -> tuple[list[MadeCall], list[Chunk]]:
@@ -34,7 +35,7 @@ async def gate_calls(
 
 
 async def approval_needed(
-    agent: Agent, definition: ToolDefinition | None, call: ToolCallEnd, context: TurnContext
+    agent: Agent, definition: Tool | None, call: ToolCallEnd, context: TurnContext
 ) -> bool:
     """Whether the call waits for a person: fail closed, so a broken or slow `needs_approval`
     function never lets a call run unapproved."""
@@ -69,7 +70,7 @@ def approval_request(tool_call_id: str) -> Chunk:
 def step_result(
     agent: Agent,
     model: str,
-    tools: dict[str, ToolDefinition],
+    tools: Mapping[str, Tool],
     client_tools: dict[str, ClientTool],
     calls: list[MadeCall],
     finish_reason: str,

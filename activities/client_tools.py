@@ -1,5 +1,6 @@
 """The client tools of one turn: the agent's, and those its request declared."""
 
+from collections.abc import Iterable
 from datetime import timedelta
 
 from temporalio.exceptions import ApplicationError
@@ -9,11 +10,14 @@ from perdure.tools import ClientTool
 from storage.tables import SubmissionRow
 
 
-def turn_client_tools(agent: Agent, submission: SubmissionRow) -> dict[str, ClientTool]:
-    """By name. A declared tool named like one of the agent's ends the turn with an error
-    that says so: which of the two the model meant could not be known."""
+def turn_client_tools(
+    agent: Agent, submission: SubmissionRow, offered: Iterable[str]
+) -> dict[str, ClientTool]:
+    """By name. A declared tool named like one of the agent's (`offered`: its own and its MCP
+    servers') ends the turn with an error that says so: which of the two the model meant
+    could not be known."""
     tools = {tool.name: tool for tool in agent.client_tools}
-    taken = set(agent.tools()) | set(tools) | {sub.name for sub in agent.sub_agents}
+    taken = set(offered) | set(tools) | {sub.name for sub in agent.sub_agents}
     for declared in submission.client_tools or []:
         name = str(declared["name"])
         if name in taken:

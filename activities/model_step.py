@@ -22,6 +22,7 @@ from activities.client_tools import turn_client_tools
 from activities.compaction import Compactor
 from activities.errors import provider_failure
 from activities.events import emit
+from activities.mcp_toolbox import McpToolbox, turn_tools
 from activities.providers import ModelRequest, Provider, ProviderError
 from activities.recovery_gate import BootDecision, RecoveryGate, RecoveryStart
 from activities.step_log import StepLog
@@ -71,8 +72,10 @@ class ModelStepActivity:
         appender: LogAppender,
         default_model: str,
         provider_for: Callable[[str], Provider],
+        toolbox: McpToolbox,
     ) -> None:
         self._db = db
+        self._toolbox = toolbox
         self._appender = appender
         self._agents = agents
         self._recovery = RecoveryGate(db=db, lifecycle=lifecycle)
@@ -151,8 +154,8 @@ class ModelStepActivity:
         steplog = StepLog(inputs.log, writer)
         recovering = activity.info().attempt > 1
         boot = await self._open(agent, step, inputs, steplog, provider, context, recovering)
-        tools = agent.tools()
-        client_tools = turn_client_tools(agent, submission)
+        tools = (await turn_tools(agent, self._toolbox)).tools
+        client_tools = turn_client_tools(agent, submission, tools)
         state = steplog.state(step.step)
         if state.finished:
             # An earlier attempt streamed the whole step and died before returning it: its

@@ -5,6 +5,7 @@ waits on; the workflow then waits with no activity running. Resuming opens the s
 again (`start` with its id) and settles each call as its answer says.
 """
 
+from collections.abc import Mapping
 from typing import Any
 
 from temporalio import activity
@@ -13,6 +14,7 @@ from temporalio.exceptions import ApplicationError
 from activities._support import current_writer, resolve_agent, superseded
 from activities.client_tools import turn_client_tools
 from activities.events import emit
+from activities.mcp_toolbox import McpToolbox, turn_tools
 from perdure.agent import Agent
 from perdure.agents_registry import AgentRegistry
 from perdure.domain.names import PARK_TURN_ACTIVITY, RESUME_TURN_ACTIVITY
@@ -29,7 +31,7 @@ from perdure.domain.reducer import Reduction, reduce_chunks
 from perdure.domain.repair import is_settled
 from perdure.domain.turn_chunks import denied_chunk, start_chunk, tool_error_chunk
 from perdure.domain.ui import Chunk
-from perdure.tools import ClientTool, capped_output
+from perdure.tools import ClientTool, Tool, capped_output
 from storage.bus import ChunkBus
 from storage.chunks import StaleWriter, append_chunks, claim_log, load_log
 from storage.db import Database
@@ -49,14 +51,17 @@ EXPIRED_REASON = "no answer came in time"
 
 
 def _request(
-    agent: Agent, client_tools: dict[str, ClientTool], part: dict[str, Any]
+    agent: Agent,
+    offered: Mapping[str, Tool],
+    client_tools: dict[str, ClientTool],
+    part: dict[str, Any],
 ) -> WaitRequest:
     call_id = str(part["toolCallId"])
     name = str(part["type"]).removeprefix("tool-")
     kind: WaitKind
     if part.get("state") == "approval-requested":
         kind, wait_id = "approval", str(part["approval"]["id"])
-        definition = agent.tools().get(name)
+        definition = offered.get(name)
         if definition is None:
             raise ApplicationError(
                 f"tool {name} is gone from agent {agent.name}", non_retryable=True
@@ -82,10 +87,13 @@ def _request(
 class ParkTurnActivity:
     """`perdure.park_turn`: end the stream for now and record the waits, in one transaction."""
 
-    def __init__(self, *, db: Database, bus: ChunkBus, agents: AgentRegistry) -> None:
+    def __init__(
+        self, *, db: Database, bus: ChunkBus, agents: AgentRegistry, toolbox: McpToolbox
+    ) -> None:
         self._db = db
         self._bus = bus
         self._agents = agents
+        self._toolbox = toolbox
 
     @activity.defn(name=PARK_TURN_ACTIVITY)
     async def park_turn(self, turn: ParkTurnInput) -> ParkTurnResult:
@@ -105,9 +113,10 @@ class ParkTurnActivity:
                     f"submission {turn.submission_id} is no longer stored (session deleted)",
                     non_retryable=True,
                 )
-            client_tools = turn_client_tools(agent, submission)
+            offered = (await turn_tools(agent, self._toolbox)).tools
+            client_tools = turn_client_tools(agent, submission, offered)
             requests = [
-                _request(agent, client_tools, part)
+                _request(agent, offered, client_tools, part)
                 for part in reduction.awaiting_parts()
                 if part["toolCallId"] in turn.tool_call_ids
             ]
@@ -166,10 +175,13 @@ def _settling(row: ToolWaitRow, part: dict[str, Any], agent: Agent) -> Chunk | N
 class ResumeTurnActivity:
     """`perdure.resume_turn`: open the message again and settle what the answers settle."""
 
-    def __init__(self, *, db: Database, bus: ChunkBus, agents: AgentRegistry) -> None:
+    def __init__(
+        self, *, db: Database, bus: ChunkBus, agents: AgentRegistry, toolbox: McpToolbox
+    ) -> None:
         self._db = db
         self._bus = bus
         self._agents = agents
+        self._toolbox = toolbox
 
     @activity.defn(name=RESUME_TURN_ACTIVITY)
     async def resume_turn(self, turn: ResumeTurnInput) -> ResumeTurnResult:
@@ -186,7 +198,8 @@ class ResumeTurnActivity:
             reduction = reduce_chunks(
                 await load_log(self._db, message_id=turn.assistant_message_id)
             )
-            chunks, run = _resumption(agent, turn, reduction, rows)
+            offered = (await turn_tools(agent, self._toolbox)).tools
+            chunks, run = _resumption(agent, offered, turn, reduction, rows)
             if chunks:
                 await append_chunks(
                     self._db,
@@ -201,14 +214,17 @@ class ResumeTurnActivity:
 
 
 def _resumption(
-    agent: Agent, turn: ResumeTurnInput, reduction: Reduction, rows: list[ToolWaitRow]
+    agent: Agent,
+    offered: Mapping[str, Tool],
+    turn: ResumeTurnInput,
+    reduction: Reduction,
+    rows: list[ToolWaitRow],
 ) -> tuple[list[Chunk], list[ToolCallRef]]:
     """The continuation's first chunks (none again on a retry) and the approved calls to run."""
     chunks: list[Chunk] = []
     if reduction.terminal is not None:
         chunks.append(start_chunk(turn.assistant_message_id, turn.submission_id))
     run: list[ToolCallRef] = []
-    tools = agent.tools()
     for row in rows:
         part = reduction.tool_part(row.tool_call_id)
         if part is None or is_settled(part):
@@ -217,7 +233,7 @@ def _resumption(
         if settling is not None:
             chunks.append(settling)
         else:
-            definition = tools.get(row.tool_name)
+            definition = offered.get(row.tool_name)
             run.append(
                 ToolCallRef(
                     tool_call_id=row.tool_call_id,

@@ -6,6 +6,7 @@ step's earlier parts), whether to re-attach to a resumable response or continue 
 the agent's tools and limits.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,7 @@ from perdure.domain.compaction import Overlaid, with_summary
 from perdure.domain.conversation import to_conversation
 from perdure.domain.step_state import StepState
 from perdure.domain.ui import UIMessage
-from perdure.tools import ClientTool, ToolDefinition
+from perdure.tools import ClientTool, Tool
 
 
 def conversation_before(
@@ -55,7 +56,7 @@ class StepPlan:
     model: str
     """The model spec (`openai:gpt-4.1-mini`): what spans and metrics name."""
     system: str
-    tools: dict[str, ToolDefinition]
+    tools: Mapping[str, Tool]
     client_tools: dict[str, ClientTool]
     state: StepState
     resume: ResumeToken | None

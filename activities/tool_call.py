@@ -12,6 +12,7 @@ from activities._support import (
     resolve_agent,
     superseded,
 )
+from activities.mcp_toolbox import McpToolbox, turn_tools
 from activities.model_step import stash_writer
 from perdure.agent import Agent
 from perdure.agents_registry import AgentRegistry
@@ -24,7 +25,7 @@ from perdure.domain.ui import Chunk
 from perdure.recovery import bind_stash, unbind_stash
 from perdure.telemetry import genai_spans
 from perdure.telemetry.log_context import bind_ids
-from perdure.tools import ToolContext, ToolDefinition, capped_output
+from perdure.tools import Tool, ToolContext, capped_output
 from storage.bus import ChunkBus
 from storage.chunks import StaleWriter, append_chunks, claim_log, load_log
 from storage.db import Database
@@ -34,10 +35,13 @@ from storage.submissions import get_submission
 class ToolCallActivity:
     """`perdure.run_tool`: a settled call is never run again; a non-idempotent one runs once."""
 
-    def __init__(self, *, db: Database, bus: ChunkBus, agents: AgentRegistry) -> None:
+    def __init__(
+        self, *, db: Database, bus: ChunkBus, agents: AgentRegistry, toolbox: McpToolbox
+    ) -> None:
         self._db = db
         self._bus = bus
         self._agents = agents
+        self._toolbox = toolbox
 
     @activity.defn(name=RUN_TOOL_ACTIVITY)
     async def run_tool(self, call: RunToolInput) -> None:
@@ -68,7 +72,8 @@ class ToolCallActivity:
         if is_settled(part):
             return None  # never run a tool twice for one call
         name = part["type"].removeprefix("tool-")
-        definition = agent.tools().get(name)
+        offered = await turn_tools(agent, self._toolbox)
+        definition = offered.tools.get(name)
         if definition is not None and not definition.idempotent and activity.info().attempt > 1:
             raise ApplicationError(
                 f"tool {name} is not idempotent and an earlier attempt may have run it; "
@@ -93,6 +98,8 @@ class ToolCallActivity:
         )
         token = bind_stash(stash_writer(self._db, call.submission_id))
         try:
+            if definition is None:
+                return tool_error_chunk(call.tool_call_id, offered.missing(name))
             return await _invoke(agent, definition, name, part, context)
         finally:
             unbind_stash(token)
@@ -100,14 +107,12 @@ class ToolCallActivity:
 
 async def _invoke(
     agent: Agent,
-    definition: ToolDefinition | None,
+    definition: Tool,
     name: str,
     part: dict[str, Any],
     context: ToolContext,
 ) -> Chunk:
     call_id = context.tool_call_id
-    if definition is None:
-        return tool_error_chunk(call_id, f"unknown tool {name!r}")
     raw_input = part.get("input")
     arguments: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
     with genai_spans.tool_call(name, call_id) as span:

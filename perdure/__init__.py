@@ -13,6 +13,7 @@ from perdure.fibers import (
     run_fiber,
     start_fiber,
 )
+from perdure.mcp_servers import McpServer
 from perdure.recovery import (
     ChatRecoveryContext,
     ExhaustedContext,
@@ -25,6 +26,7 @@ from perdure.sub_agents import SubAgent
 from perdure.tools import ClientTool, ToolContext, tool
 
 __all__ = [
+    "McpServer",
     "Agent",
     "ChatRecoveryContext",
     "ClientTool",

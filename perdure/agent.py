@@ -11,6 +11,7 @@ from perdure.domain.policy import RecoveryPolicy
 from perdure.domain.recovery_boot import RecoveryBoot
 from perdure.domain.repair import default_repair
 from perdure.fibers import FiberContext, FiberDefinition, FiberRecovery, fiber_definition
+from perdure.mcp_servers import McpServer
 from perdure.recovery import (
     ChatRecoveryContext,
     ExhaustedContext,
@@ -86,6 +87,8 @@ class Agent:
     starts (at most a minute)."""
     sub_agents: ClassVar[tuple[SubAgent, ...]] = ()
     """Other agents the model may call as tools (each answers in a child turn)."""
+    mcp_servers: ClassVar[tuple[McpServer, ...]] = ()
+    """MCP servers whose tools the model may call, as `<server>__<tool>` (docs/mcp.md)."""
 
     def thinking(self) -> ThinkingOptions:
         return ThinkingOptions(

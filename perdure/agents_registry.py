@@ -7,6 +7,7 @@ from perdure.agent import Agent
 from perdure.default_agent import DefaultAgent
 from perdure.domain.concurrency import MAX_DEBOUNCE_MS, STRATEGIES, Concurrency
 from perdure.domain.model_rules import Family, refusals, rules_for
+from perdure.mcp_servers import check_servers
 
 
 class UnknownAgent(LookupError):
@@ -14,9 +15,11 @@ class UnknownAgent(LookupError):
 
 
 def _check_tools(agent: Agent) -> None:
-    """A model sees one tool per name: client tools and sub-agents may not shadow another."""
+    """A model sees one tool per name: client tools and sub-agents may not shadow another, and
+    no other tool may take an MCP server's prefix."""
     seen = set(agent.tools())
     extras = [t.name for t in agent.client_tools] + [s.name for s in agent.sub_agents]
+    check_servers(agent.name, agent.mcp_servers, [*seen, *extras])
     for name in extras:
         if name in seen:
             raise ValueError(

@@ -7,7 +7,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, get_type_hints, overload
+from typing import Any, Protocol, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
@@ -37,6 +37,32 @@ DEFAULT_WAIT_TIMEOUT = timedelta(days=7)
 """How long a turn waits for an approval or a client tool's output before it goes on without."""
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 """What every provider accepts as a tool name (OpenAI: `^[a-zA-Z0-9_-]{1,64}$`)."""
+
+
+class Tool(Protocol):
+    """What a turn needs of any tool it offers the model: the agent's own (`ToolDefinition`)
+    or an MCP server's (activities/mcp_toolbox.py)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def spec(self) -> ToolSpec: ...
+
+    @property
+    def idempotent(self) -> bool: ...
+
+    @property
+    def needs_approval(self) -> "bool | ApprovalCheck": ...
+
+    @property
+    def approval_timeout(self) -> timedelta: ...
+
+    async def approval_needed(self, arguments: dict[str, Any], context: ToolContext) -> bool: ...
+
+    async def invoke(
+        self, owner: object, arguments: dict[str, Any], context: ToolContext
+    ) -> Any: ...
 
 
 class ToolArgumentsError(ValueError):

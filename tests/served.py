@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STACK_AGENTS = "tests.agents,tests.approval_agents,tests.delegating_agents,tests.hygiene_agents"
+STACK_AGENTS = "tests.agents,tests.approval_agents,tests.delegating_agents,tests.hygiene_agents,tests.mcp_agents"
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -33,6 +33,8 @@ class Services:
     """The process's one log writer: every model step's chunks go through it."""
     eager_start: bool = False
     """True when a worker runs in this process on the same client (eager workflow start)."""
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """Run as the services close, before the store does (a worker's MCP connections)."""
 
 
 async def connect_temporal(settings: Settings) -> Client:
@@ -81,16 +83,14 @@ async def open_services(
                 await asyncio.wait_for(ready.wait(), timeout=5)
         client = client or await connect_temporal(settings)
         appender = LogAppender(db, bus, interval=settings.log_flush_interval)
+        services = Services(
+            settings=settings, db=db, bus=bus, watcher=watcher, client=client, appender=appender
+        )
         try:
-            yield Services(
-                settings=settings,
-                db=db,
-                bus=bus,
-                watcher=watcher,
-                client=client,
-                appender=appender,
-            )
+            yield services
         finally:
+            for close in reversed(services.closers):
+                await close()
             await appender.close()  # its last flush before the store closes
     finally:
         for task in (listener, watching):

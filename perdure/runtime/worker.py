@@ -20,6 +20,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from activities.admission import AdmitDebouncedActivity
 from activities.fiber import serve_fibers
 from activities.finish import FinishTurnActivity, TurnFinisher
+from activities.mcp_toolbox import McpToolbox
 from activities.model_step import ModelStepActivity
 from activities.parking import ParkTurnActivity, ResumeTurnActivity
 from activities.providers import provider_for
@@ -100,7 +101,10 @@ def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[
     task_queue = services.settings.task_queue
     lifecycle = SubmissionLifecycle(db, client, task_queue=task_queue, bus=bus)
     finisher = TurnFinisher(db=db, bus=bus, agents=agents, lifecycle=lifecycle)
+    toolbox = McpToolbox()  # the process's connections to its agents' MCP servers
+    services.closers.append(toolbox.close)
     model = ModelStepActivity(
+        toolbox=toolbox,
         db=db,
         agents=agents,
         lifecycle=lifecycle,
@@ -114,9 +118,9 @@ def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[
     sub_agents = SubAgentActivities(db=db, bus=bus, agents=agents, lifecycle=lifecycle)
     return [
         model.model_step,
-        ToolCallActivity(db=db, bus=bus, agents=agents).run_tool,
-        ParkTurnActivity(db=db, bus=bus, agents=agents).park_turn,
-        ResumeTurnActivity(db=db, bus=bus, agents=agents).resume_turn,
+        ToolCallActivity(db=db, bus=bus, agents=agents, toolbox=toolbox).run_tool,
+        ParkTurnActivity(db=db, bus=bus, agents=agents, toolbox=toolbox).park_turn,
+        ResumeTurnActivity(db=db, bus=bus, agents=agents, toolbox=toolbox).resume_turn,
         AdmitDebouncedActivity(db=db).admit_debounced,
         sub_agents.start_sub_turn,
         sub_agents.relay_sub_turn,

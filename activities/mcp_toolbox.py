@@ -1,0 +1,302 @@
+"""A worker's connections to its agents' MCP servers, their tool lists, and the tools a turn's
+model sees (the agent's own and the servers', one owner: `turn_tools`). docs/mcp.md."""
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from perdure.agent import Agent
+from perdure.domain.conversation import ToolSpec
+from perdure.mcp_servers import SEPARATOR, McpServer, ServerKey, exposed_name
+from perdure.tools import Tool, ToolContext
+
+if TYPE_CHECKING:  # the SDK is imported with the first server a worker connects to
+    from mcp import Client
+    from mcp.types import CallToolResult
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT = 30.0
+"""A server that does not answer its handshake within this is down (a tool error)."""
+LIST_PAGES = 50
+"""Pages of a tool list read at most: a server whose cursor never ends cannot hold a step."""
+
+
+class McpServerError(Exception):
+    """A server that could not be reached, timed out or broke its connection."""
+
+
+@dataclass(frozen=True)
+class McpTool:
+    """One tool of an MCP server, as the model sees it (a `perdure.tools.Tool`)."""
+
+    toolbox: "McpToolbox"
+    server: McpServer
+    remote_name: str
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    idempotent: bool
+    needs_approval: bool
+    approval_timeout: timedelta
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+
+    async def approval_needed(self, arguments: dict[str, Any], context: ToolContext) -> bool:
+        return self.needs_approval
+
+    async def invoke(self, owner: object, arguments: dict[str, Any], context: ToolContext) -> Any:
+        return await self.toolbox.call(self.server, self.remote_name, arguments)
+
+
+@dataclass(frozen=True)
+class _RemoteTool:
+    name: str
+    description: str | None
+    schema: dict[str, Any]
+
+
+@dataclass
+class _Listing:
+    """What the server listed. Shared by every agent declaring the same server (one process);
+    each declaration's own flags (idempotent, approval) are applied when its tools are made."""
+
+    tools: list[_RemoteTool]
+    read_at: float
+
+
+class _Connection:
+    """One server's client. The SDK's client is entered and left in one task (anyio's task
+    groups), so a task of its own holds it open until `close`."""
+
+    def __init__(self, server: McpServer) -> None:
+        self.server = server
+        self._client: Client | None = None
+        self._ready = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._failure: BaseException | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def client(self) -> "Client":
+        if self._task is None:
+            self._task = asyncio.create_task(self._hold(), name=f"mcp-{self.server.name}")
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                await self._ready.wait()
+        except TimeoutError:
+            raise McpServerError(
+                f"MCP server {self.server.name} did not answer within {CONNECT_TIMEOUT:g} s"
+            ) from None
+        if self._client is None:
+            raise McpServerError(f"MCP server {self.server.name} is unreachable: {self._failure}")
+        return self._client
+
+    @property
+    def broken(self) -> bool:
+        return self._task is not None and self._task.done()
+
+    async def _hold(self) -> None:
+        from mcp import Client
+        from mcp.client.stdio import StdioServerParameters
+
+        command, *args = self.server.command
+        environment = {
+            name: value
+            for name, variable in self.server.env_from_env.items()
+            if (value := _environment(variable)) is not None
+        }
+        parameters = StdioServerParameters(command=command, args=args, env=environment or None)
+        try:
+            async with Client(parameters) as client:
+                self._client = client
+                self._ready.set()
+                await self._closing.wait()
+        except BaseException as error:  # noqa: BLE001 - reported to whoever waits, as a tool error
+            self._failure = error
+        finally:
+            self._client = None
+            self._ready.set()
+
+    async def close(self) -> None:
+        self._closing.set()
+        if self._task is not None:
+            with contextlib.suppress(BaseException):
+                await self._task
+
+
+def _environment(variable: str) -> str | None:
+    return os.environ.get(variable)
+
+
+@dataclass
+class McpToolbox:
+    """Per worker process: one connection per server (kept open: a stdio server takes a second
+    or more to start), each server's tool list cached for its `list_max_age` or until its
+    connection is opened again."""
+
+    _connections: dict[ServerKey, _Connection] = field(default_factory=dict)
+    _listings: dict[ServerKey, _Listing] = field(default_factory=dict)
+    _locks: dict[ServerKey, asyncio.Lock] = field(default_factory=dict)
+
+    async def tools(self, server: McpServer) -> list[McpTool]:
+        """The server's tools as this declaration offers them."""
+        listing = await self._listing(server)
+        return _unique(server, [self._tool(server, remote) for remote in listing.tools])
+
+    async def _listing(self, server: McpServer) -> _Listing:
+        listing = self._listings.get(server.key)
+        if listing is not None and time.monotonic() - listing.read_at < _seconds(
+            server.list_max_age
+        ):
+            return listing
+        async with self._locks.setdefault(server.key, asyncio.Lock()):
+            listing = self._listings.get(server.key)
+            if listing is None or time.monotonic() - listing.read_at >= _seconds(
+                server.list_max_age
+            ):
+                listing = _Listing(await self._read_list(server), time.monotonic())
+                self._listings[server.key] = listing
+        return listing
+
+    async def _read_list(self, server: McpServer) -> list[_RemoteTool]:
+        client = await self._client(server)
+        found: list[_RemoteTool] = []
+        cursor: str | None = None
+        try:
+            for _ in range(LIST_PAGES):
+                page = await client.list_tools(cursor=cursor)
+                found += [
+                    _RemoteTool(tool.name, tool.description, tool.input_schema)
+                    for tool in page.tools
+                ]
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+        except Exception as error:
+            await self._drop(server)
+            raise McpServerError(
+                f"MCP server {server.name}: listing its tools failed: {error}"
+            ) from error
+        return found
+
+    def _tool(self, server: McpServer, remote: _RemoteTool) -> McpTool:
+        return McpTool(
+            toolbox=self,
+            server=server,
+            remote_name=remote.name,
+            name=exposed_name(server.name, remote.name),
+            description=remote.description or remote.name,
+            parameters=remote.schema,
+            idempotent=server.is_idempotent(remote.name),
+            needs_approval=server.needs_approval_for(remote.name),
+            approval_timeout=server.approval_timeout,
+        )
+
+    async def call(self, server: McpServer, tool: str, arguments: dict[str, Any]) -> Any:
+        client = await self._client(server)
+        try:
+            result = await client.call_tool(
+                tool, arguments, read_timeout_seconds=_seconds(server.call_timeout)
+            )
+        except Exception as error:
+            await self._drop(server)  # the next call connects again
+            raise McpServerError(
+                f"MCP server {server.name}: {type(error).__name__}: {error}"
+            ) from error
+        return _output(server, tool, result)
+
+    async def _client(self, server: McpServer) -> "Client":
+        connection = self._connections.get(server.key)
+        if connection is None or connection.broken:
+            connection = _Connection(server)
+            self._connections[server.key] = connection
+        try:
+            return await connection.client()
+        except McpServerError:
+            await self._drop(server)
+            raise
+
+    async def _drop(self, server: McpServer) -> None:
+        connection = self._connections.pop(server.key, None)
+        self._listings.pop(server.key, None)
+        if connection is not None:
+            await connection.close()
+
+    async def close(self) -> None:
+        for connection in list(self._connections.values()):
+            await self._drop(connection.server)
+
+
+class McpToolFailed(Exception):
+    """The server ran the tool and reported an error (its text goes to the model)."""
+
+
+def _output(server: McpServer, tool: str, result: "CallToolResult") -> Any:
+    from mcp.types import TextContent
+
+    texts = [item.text for item in result.content if isinstance(item, TextContent)]
+    if result.is_error:
+        raise McpToolFailed("\n".join(texts) or f"{server.name}{SEPARATOR}{tool} failed")
+    if result.structured_content is not None:
+        return result.structured_content
+    if len(texts) == len(result.content):
+        return "\n".join(texts)
+    return [item.model_dump(mode="json", exclude_none=True) for item in result.content]
+
+
+def _unique(server: McpServer, tools: list[McpTool]) -> list[McpTool]:
+    """Two remote tools that would reach the model under one name are both left out (logged):
+    neither may silently take the other's calls."""
+    counts: dict[str, int] = {}
+    for tool in tools:
+        counts[tool.name] = counts.get(tool.name, 0) + 1
+    for name, count in counts.items():
+        if count > 1:
+            log.warning(
+                "MCP server %s: %d tools map to %s; none is offered", server.name, count, name
+            )
+    return [tool for tool in tools if counts[tool.name] == 1]
+
+
+def _seconds(span: timedelta) -> float:
+    return span.total_seconds()
+
+
+@dataclass(frozen=True)
+class TurnTools:
+    """The tools a turn's model may call, and the servers that could not list theirs."""
+
+    tools: Mapping[str, Tool]
+    unreachable: Mapping[str, str]
+    """Server name → why its tools are missing (its calls get this as their error)."""
+
+    def missing(self, name: str) -> str:
+        """The tool error for a call of `name`, which is not among `tools`."""
+        server, separator, _ = name.partition(SEPARATOR)
+        if separator and server in self.unreachable:
+            return self.unreachable[server]
+        return f"unknown tool {name!r}"
+
+
+async def turn_tools(agent: Agent, toolbox: McpToolbox) -> TurnTools:
+    """The agent's own tools and its MCP servers' (a server that cannot list its tools is
+    left out of this step, logged; the turn goes on)."""
+    tools: dict[str, Tool] = dict(agent.tools())
+    unreachable: dict[str, str] = {}
+    for server in agent.mcp_servers:
+        try:
+            listed = await toolbox.tools(server)
+        except McpServerError as error:
+            log.warning("%s; its tools are not offered this step", error)
+            unreachable[server.name] = str(error)
+            continue
+        tools.update((tool.name, tool) for tool in listed)
+    return TurnTools(tools=tools, unreachable=unreachable)

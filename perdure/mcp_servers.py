@@ -1,0 +1,107 @@
+"""MCP servers an agent takes tools from: declarations only (the worker connects, see
+activities/mcp_toolbox.py; docs/mcp.md)."""
+
+import fnmatch
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+SERVER_NAME = re.compile(r"^[A-Za-z0-9-]{1,20}$")
+"""No underscore: `<server>__<tool>` then splits one way only."""
+SEPARATOR = "__"
+MAX_TOOL_NAME = 64
+"""What every provider accepts (OpenAI and Anthropic: 64 characters)."""
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+ServerKey = tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]
+
+
+@dataclass(frozen=True, eq=False)
+class McpServer:
+    """An MCP server whose tools an agent's model may call, as `<name>__<tool>`.
+
+    `command`: a stdio server, the program and its arguments, started by each worker and kept
+    running (it gets only the environment variables named in `env_from_env`, besides the
+    MCP SDK's own minimal set). Streamable HTTP servers are not supported yet (docs/mcp.md).
+
+    `idempotent` and `needs_approval` are tool names or shell-style patterns (`delete_*`):
+    an idempotent tool's call is retried after a worker crash, any other is never run twice
+    (the model is told it was interrupted); a call that needs approval parks the turn as any
+    tool's does. `list_max_age`: how long a worker keeps a tool list before reading it again
+    (and whenever it connects again). `call_timeout`: a call that takes longer is a tool
+    error for the model.
+    """
+
+    name: str
+    command: Sequence[str]
+    env_from_env: Mapping[str, str] = field(default_factory=dict)
+    """The server's environment variable → the worker's variable it is read from."""
+    idempotent: Sequence[str] = ()
+    needs_approval: bool | Sequence[str] = ()
+    list_max_age: timedelta = timedelta(minutes=5)
+    call_timeout: timedelta = timedelta(seconds=60)
+    approval_timeout: timedelta = timedelta(days=7)
+
+    def __post_init__(self) -> None:
+        where = f"MCP server {self.name!r}"
+        if not SERVER_NAME.match(self.name):
+            raise ValueError(f"{where}: a name is 1-20 of A-Z a-z 0-9 -")
+        if (
+            isinstance(self.command, str)
+            or not self.command
+            or not all(isinstance(part, str) and part for part in self.command)
+        ):
+            raise ValueError(f"{where}: `command` is a non-empty list of strings")
+        for label, limit, most in (
+            ("list_max_age", self.list_max_age, timedelta(days=1)),
+            ("call_timeout", self.call_timeout, timedelta(minutes=10)),
+            ("approval_timeout", self.approval_timeout, timedelta(days=365)),
+        ):
+            if not timedelta(0) < limit <= most:
+                raise ValueError(f"{where}: {label} must be above 0 and at most {most}")
+
+    @property
+    def key(self) -> ServerKey:
+        """What identifies the server process a worker keeps (a declaration holds lists)."""
+        return (self.name, tuple(self.command), tuple(sorted(self.env_from_env.items())))
+
+    def is_idempotent(self, tool: str) -> bool:
+        return _matches(tool, self.idempotent)
+
+    def needs_approval_for(self, tool: str) -> bool:
+        if isinstance(self.needs_approval, bool):
+            return self.needs_approval
+        return _matches(tool, self.needs_approval)
+
+
+def _matches(tool: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(tool, pattern) for pattern in patterns)
+
+
+def exposed_name(server: str, tool: str) -> str:
+    """The name the model sees for `tool` of `server`: the provider's characters only, at most
+    64 of them (a long one ends with a hash of the whole, so two never meet)."""
+    name = f"{server}{SEPARATOR}{_UNSAFE.sub('_', tool)}"
+    if len(name) <= MAX_TOOL_NAME and name == f"{server}{SEPARATOR}{tool}":
+        return name
+    digest = hashlib.sha256(tool.encode()).hexdigest()[:8]
+    return f"{name[: MAX_TOOL_NAME - 9]}_{digest}"
+
+
+def check_servers(agent: str, servers: Sequence[McpServer], own_tools: Sequence[str]) -> None:
+    """An agent's servers: unique names, and none whose tools could take an own tool's name."""
+    seen: set[str] = set()
+    for server in servers:
+        if not isinstance(server, McpServer):
+            raise TypeError(f"agent {agent}: mcp_servers holds McpServer declarations")
+        if server.name in seen:
+            raise ValueError(f"agent {agent}: two MCP servers are named {server.name!r}")
+        seen.add(server.name)
+        prefix = f"{server.name}{SEPARATOR}"
+        clashing = [name for name in own_tools if name.startswith(prefix)]
+        if clashing:
+            raise ValueError(
+                f"agent {agent}: tool {clashing[0]!r} starts with {prefix!r}, the prefix of "
+                f"MCP server {server.name!r}'s tools"
+            )

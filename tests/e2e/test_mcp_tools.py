@@ -1,0 +1,115 @@
+"""MCP tools (docs/mcp.md): an agent's model calls the tools of a real MCP server process,
+built with the `mcp` SDK, as it calls the agent's own; a server that is down or dies
+mid-call is a tool error for the model, and the turn goes on."""
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from perdure.testing.chat_client import Streamed, counting, send
+from tests.e2e.test_approvals import answer, request_of, resume_after
+
+
+def new_session() -> str:
+    return f"mcp-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def record_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Where the calc server records its calls: read from the worker's environment when it
+    starts the server, the first time a spec of this session uses it."""
+    path = tmp_path_factory.mktemp("mcp") / "calc-records.txt"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PERDURE_TEST_MCP_RECORD_FILE", str(path))
+        yield path
+
+
+def tool_output(streamed: Streamed) -> dict[str, object]:
+    return next(
+        c for c in streamed.chunks if c["type"] in ("tool-output-available", "tool-output-error")
+    )
+
+
+async def test_the_model_calls_an_mcp_servers_tool_and_reads_its_result(
+    http: httpx.AsyncClient, record_file: Path
+) -> None:
+    streamed = await send(http, new_session(), '@tool calc__add {"a": 2, "b": 3}', agent="mcp-calc")
+
+    available = next(c for c in streamed.chunks if c["type"] == "tool-input-available")
+    assert available["toolName"] == "calc__add"
+    assert tool_output(streamed) == {
+        "type": "tool-output-available",
+        "toolCallId": available["toolCallId"],
+        "output": {"result": 5},
+    }
+    assert streamed.types()[-1] == "finish"
+
+
+async def test_a_tool_call_reaches_the_server_once(
+    http: httpx.AsyncClient, record_file: Path
+) -> None:
+    text = f"once-{uuid.uuid4().hex[:8]}"
+    streamed = await send(
+        http, new_session(), f'@tool calc__record {{"text": "{text}"}}', agent="mcp-calc"
+    )
+
+    assert tool_output(streamed)["output"] == {"result": f"recorded {text}"}
+    assert record_file.read_text().splitlines().count(text) == 1
+
+
+async def test_a_servers_refusal_of_the_arguments_is_a_tool_error_for_the_model(
+    http: httpx.AsyncClient, record_file: Path
+) -> None:
+    streamed = await send(http, new_session(), '@tool calc__add {"a": "two"}', agent="mcp-calc")
+
+    output = tool_output(streamed)
+    assert output["type"] == "tool-output-error"
+    assert "validation error" in str(output["errorText"])
+    assert streamed.types()[-1] == "finish"
+
+
+async def test_a_server_that_dies_mid_call_is_a_tool_error_and_the_next_call_reconnects(
+    http: httpx.AsyncClient, record_file: Path
+) -> None:
+    session = new_session()
+    crashed = await send(http, session, "@tool calc__crash {}", agent="mcp-calc")
+
+    output = tool_output(crashed)
+    assert output["type"] == "tool-output-error"
+    assert "MCP server calc" in str(output["errorText"])
+    assert crashed.types()[-1] == "finish"
+
+    again = await send(http, session, '@tool calc__add {"a": 1, "b": 1}', agent="mcp-calc")
+    assert tool_output(again)["output"] == {"result": 2}
+
+
+async def test_the_tools_of_a_server_that_is_down_are_not_offered_and_the_turn_goes_on(
+    http: httpx.AsyncClient,
+) -> None:
+    streamed = await send(http, new_session(), "@count 3", agent="mcp-down")
+
+    assert streamed.text() == counting(3)
+    assert streamed.types()[-1] == "finish"
+
+
+async def test_an_mcp_tool_that_needs_approval_runs_once_when_approved(
+    http: httpx.AsyncClient, record_file: Path
+) -> None:
+    session = new_session()
+    text = f"approved-{uuid.uuid4().hex[:8]}"
+    parked = await send(
+        http, session, f'@tool calc__record {{"text": "{text}"}}', agent="mcp-approve"
+    )
+    assert parked.types()[-3:] == ["tool-approval-request", "finish-step", "finish"]
+    assert not record_file.exists() or text not in record_file.read_text()
+
+    answered = await answer(http, session, request_of(parked)["approvalId"], approved=True)
+    continued = await resume_after(http, session, parked)
+
+    assert answered.status_code == 200, answered.text
+    assert tool_output(continued)["output"] == {"result": f"recorded {text}"}
+    assert continued.chunks[-1]["finishReason"] == "stop"
+    assert record_file.read_text().splitlines().count(text) == 1
