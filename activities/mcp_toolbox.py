@@ -111,7 +111,7 @@ class _Connection:
         environment = {
             name: value
             for name, variable in self.server.env_from_env.items()
-            if (value := _environment(variable)) is not None
+            if (value := os.environ.get(variable)) is not None
         }
         parameters = StdioServerParameters(command=command, args=args, env=environment or None)
         try:
@@ -119,7 +119,7 @@ class _Connection:
                 self._client = client
                 self._ready.set()
                 await self._closing.wait()
-        except BaseException as error:  # noqa: BLE001 - reported to whoever waits, as a tool error
+        except Exception as error:  # noqa: BLE001 - reported to whoever waits, as a tool error
             self._failure = error
         finally:
             self._client = None
@@ -130,10 +130,6 @@ class _Connection:
         if self._task is not None:
             with contextlib.suppress(BaseException):
                 await self._task
-
-
-def _environment(variable: str) -> str | None:
-    return os.environ.get(variable)
 
 
 @dataclass
