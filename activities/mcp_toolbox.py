@@ -105,17 +105,10 @@ class _Connection:
 
     async def _hold(self) -> None:
         from mcp import Client
-        from mcp.client.stdio import StdioServerParameters
 
-        command, *args = self.server.command
-        environment = {
-            name: value
-            for name, variable in self.server.env_from_env.items()
-            if (value := os.environ.get(variable)) is not None
-        }
-        parameters = StdioServerParameters(command=command, args=args, env=environment or None)
         try:
-            async with Client(parameters) as client:
+            async with contextlib.AsyncExitStack() as stack:
+                client = await stack.enter_async_context(Client(await self._target(stack)))
                 self._client = client
                 self._ready.set()
                 await self._closing.wait()
@@ -124,6 +117,27 @@ class _Connection:
         finally:
             self._client = None
             self._ready.set()
+
+    async def _target(self, stack: contextlib.AsyncExitStack) -> Any:
+        """What `mcp.Client` connects to: the stdio command, or the HTTP transport with its
+        headers (values read here, in the worker, never passed anywhere else)."""
+        server = self.server
+        if server.url is None:
+            from mcp.client.stdio import StdioServerParameters
+
+            command, *args = server.command
+            environment = _from_environment(server.env_from_env)
+            return StdioServerParameters(command=command, args=args, env=environment or None)
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(
+                headers=_from_environment(server.headers_from_env),
+                timeout=httpx2.Timeout(CONNECT_TIMEOUT, read=_seconds(server.call_timeout)),
+            )
+        )
+        return streamable_http_client(server.url, http_client=http)
 
     async def close(self) -> None:
         self._closing.set()
@@ -229,6 +243,11 @@ class McpToolbox:
     async def close(self) -> None:
         for connection in list(self._connections.values()):
             await self._drop(connection.server)
+
+
+def _from_environment(names: Mapping[str, str]) -> dict[str, str]:
+    """Each key's value from the worker's environment variable named by it (absent: left out)."""
+    return {key: value for key, variable in names.items() if (value := os.environ.get(variable))}
 
 
 class McpToolFailed(Exception):

@@ -14,16 +14,19 @@ SEPARATOR = "__"
 MAX_TOOL_NAME = 64
 """What every provider accepts (OpenAI and Anthropic: 64 characters)."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-ServerKey = tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]
+ServerKey = tuple[
+    str, tuple[str, ...], str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]
+]
 
 
 @dataclass(frozen=True, eq=False)
 class McpServer:
     """An MCP server whose tools an agent's model may call, as `<name>__<tool>`.
 
-    `command`: a stdio server, the program and its arguments, started by each worker and kept
-    running (it gets only the environment variables named in `env_from_env`, besides the
-    MCP SDK's own minimal set). Streamable HTTP servers are not supported yet (docs/mcp.md).
+    One of: `command`, a stdio server, the program and its arguments, started by each worker
+    and kept running (it gets only the environment variables named in `env_from_env`, besides
+    the MCP SDK's own minimal set); or `url`, a streamable HTTP server, sent the headers named
+    in `headers_from_env` with values read from the worker's environment (docs/mcp.md).
 
     `idempotent` and `needs_approval` are tool names or shell-style patterns (`delete_*`):
     an idempotent tool's call is retried after a worker crash, any other is never run twice
@@ -34,9 +37,12 @@ class McpServer:
     """
 
     name: str
-    command: Sequence[str]
+    command: Sequence[str] = ()
     env_from_env: Mapping[str, str] = field(default_factory=dict)
     """The server's environment variable → the worker's variable it is read from."""
+    url: str | None = None
+    headers_from_env: Mapping[str, str] = field(default_factory=dict)
+    """An HTTP header → the worker's environment variable its value is read from."""
     idempotent: Sequence[str] = ()
     needs_approval: bool | Sequence[str] = ()
     list_max_age: timedelta = timedelta(minutes=5)
@@ -47,12 +53,19 @@ class McpServer:
         where = f"MCP server {self.name!r}"
         if not SERVER_NAME.match(self.name):
             raise ValueError(f"{where}: a name is 1-20 of A-Z a-z 0-9 -")
-        if (
+        if (self.url is None) == (not self.command):
+            raise ValueError(f"{where}: give either `command` (stdio) or `url` (HTTP)")
+        if self.url is None and (
             isinstance(self.command, str)
-            or not self.command
             or not all(isinstance(part, str) and part for part in self.command)
         ):
             raise ValueError(f"{where}: `command` is a non-empty list of strings")
+        if self.url is not None and not re.match(r"^https?://[^\s/]+", self.url):
+            raise ValueError(f"{where}: `url` is an http:// or https:// URL")
+        if self.url is not None and self.env_from_env:
+            raise ValueError(f"{where}: `env_from_env` is for a stdio server (`command`)")
+        if self.url is None and self.headers_from_env:
+            raise ValueError(f"{where}: `headers_from_env` is for an HTTP server (`url`)")
         for label, limit, most in (
             ("list_max_age", self.list_max_age, timedelta(days=1)),
             ("call_timeout", self.call_timeout, timedelta(minutes=10)),
@@ -64,7 +77,13 @@ class McpServer:
     @property
     def key(self) -> ServerKey:
         """What identifies the server process a worker keeps (a declaration holds lists)."""
-        return (self.name, tuple(self.command), tuple(sorted(self.env_from_env.items())))
+        return (
+            self.name,
+            tuple(self.command),
+            self.url or "",
+            tuple(sorted(self.env_from_env.items())),
+            tuple(sorted(self.headers_from_env.items())),
+        )
 
     def is_idempotent(self, tool: str) -> bool:
         return _matches(tool, self.idempotent)

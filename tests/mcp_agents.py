@@ -1,13 +1,20 @@
 """Agents that take tools from a real MCP server process (tests/mcp_servers/calc.py)."""
 
+import socket
 import sys
 from pathlib import Path
 
 from perdure import Agent, McpServer
 
+SERVER_SCRIPT = Path(__file__).parent / "mcp_servers" / "calc.py"
+HTTP_LISTENER = socket.create_server(("127.0.0.1", 0))
+"""Bound here, served by the HTTP calc server a spec starts (it inherits the socket): the
+agents below know its URL before any server runs, and no other program can take the port."""
+HTTP_URL = f"http://127.0.0.1:{HTTP_LISTENER.getsockname()[1]}/mcp"
+
 CALC = McpServer(
     name="calc",
-    command=[sys.executable, str(Path(__file__).parent / "mcp_servers" / "calc.py")],
+    command=[sys.executable, str(SERVER_SCRIPT)],
     env_from_env={"CALC_RECORD_FILE": "PERDURE_TEST_MCP_RECORD_FILE"},
     idempotent=["add"],
 )
@@ -37,3 +44,27 @@ class McpDownAgent(Agent):
 
     name = "mcp-down"
     mcp_servers = (McpServer(name="gone", command=[sys.executable, "-c", "raise SystemExit(2)"]),)
+
+
+class McpHttpAgent(Agent):
+    name = "mcp-http"
+    mcp_servers = (
+        McpServer(
+            name="calchttp",
+            url=HTTP_URL,
+            headers_from_env={"Authorization": "PERDURE_TEST_MCP_AUTHORIZATION"},
+        ),
+    )
+
+
+class McpHttpNoKeyAgent(Agent):
+    """Declares the HTTP server with a header whose variable is not set: refused (401)."""
+
+    name = "mcp-http-no-key"
+    mcp_servers = (
+        McpServer(
+            name="calchttp",
+            url=HTTP_URL,
+            headers_from_env={"Authorization": "PERDURE_TEST_MCP_UNSET_VARIABLE"},
+        ),
+    )

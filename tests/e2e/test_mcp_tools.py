@@ -2,6 +2,8 @@
 built with the `mcp` SDK, as it calls the agent's own; a server that is down or dies
 mid-call is a tool error for the model, and the turn goes on."""
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 
 from perdure.testing.chat_client import Streamed, counting, send
 from tests.e2e.test_approvals import answer, request_of, resume_after
+from tests.mcp_agents import HTTP_LISTENER, SERVER_SCRIPT
 
 
 def new_session() -> str:
@@ -113,3 +116,45 @@ async def test_an_mcp_tool_that_needs_approval_runs_once_when_approved(
     assert tool_output(continued)["output"] == {"result": f"recorded {text}"}
     assert continued.chunks[-1]["finishReason"] == "stop"
     assert record_file.read_text().splitlines().count(text) == 1
+
+
+@pytest.fixture(scope="session")
+def http_server() -> Iterator[None]:
+    """The calc server over streamable HTTP, on the socket tests/mcp_agents.py bound, with a
+    bearer token the worker sends from its environment."""
+    token = uuid.uuid4().hex
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER_SCRIPT), "http", str(HTTP_LISTENER.fileno()), token],
+        pass_fds=[HTTP_LISTENER.fileno()],
+    )
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("PERDURE_TEST_MCP_AUTHORIZATION", f"Bearer {token}")
+            yield
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+async def test_a_streamable_http_servers_tool_is_called_with_the_headers_from_the_environment(
+    http: httpx.AsyncClient, http_server: None
+) -> None:
+    streamed = await send(
+        http, new_session(), '@tool calchttp__add {"a": 40, "b": 2}', agent="mcp-http"
+    )
+
+    assert tool_output(streamed)["output"] == {"result": 42}
+    assert streamed.types()[-1] == "finish"
+
+
+async def test_an_http_server_that_refuses_the_worker_leaves_its_tools_out_and_the_turn_goes_on(
+    http: httpx.AsyncClient, http_server: None
+) -> None:
+    streamed = await send(
+        http, new_session(), '@tool calchttp__add {"a": 1, "b": 1}', agent="mcp-http-no-key"
+    )
+
+    output = tool_output(streamed)
+    assert output["type"] == "tool-output-error"
+    assert "MCP server calchttp" in str(output["errorText"])
+    assert streamed.types()[-1] == "finish"

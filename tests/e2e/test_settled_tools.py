@@ -5,6 +5,7 @@ import uuid
 
 from temporalio.testing import ActivityEnvironment
 
+from activities.mcp_toolbox import McpToolbox
 from activities.tool_call import ToolCallActivity
 from perdure.agents_registry import load_agents
 from perdure.domain.payloads import RunToolInput
@@ -58,7 +59,10 @@ async def test_a_retry_after_a_crash_that_followed_an_idempotent_tools_result_ru
     )
     logged = await load_log(store, message_id=message_id)
     tool = ToolCallActivity(
-        db=store, bus=ChunkBus(reliable=False), agents=load_agents("tests.agents")
+        db=store,
+        bus=ChunkBus(reliable=False),
+        agents=load_agents("tests.agents"),
+        toolbox=McpToolbox(),
     )
     retry = ActivityEnvironment()
     retry.info = dataclasses.replace(retry.info, activity_id=TOOL_ACTIVITY_ID, attempt=2)

@@ -1,10 +1,14 @@
-"""A real MCP server over stdio, built with the `mcp` SDK, for the MCP specs.
+"""A real MCP server, built with the `mcp` SDK, for the MCP specs: over stdio, or
+`calc.py http <fd> <token>`: streamable HTTP on the listening socket inherited as `fd`,
+answering only requests that carry `Authorization: Bearer <token>` (401 otherwise).
 
 `record` appends to the file named by CALC_RECORD_FILE (each call once), so a spec can count
 how often a call really ran; `crash` ends the process mid-call, as a killed server does.
 """
 
 import os
+import sys
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
@@ -31,5 +35,28 @@ def crash() -> str:
     os._exit(3)
 
 
+def serve_http(fd: int, token: str) -> None:
+    import socket
+
+    import anyio
+    import uvicorn
+
+    inner = app.streamable_http_app()
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"unauthorized"})
+            return
+        await inner(scope, receive, send)
+
+    server = uvicorn.Server(uvicorn.Config(guarded, log_level="warning", lifespan="on"))
+    anyio.run(server.serve, [socket.socket(fileno=fd)])
+
+
 if __name__ == "__main__":
-    app.run()
+    if len(sys.argv) == 4 and sys.argv[1] == "http":
+        serve_http(int(sys.argv[2]), sys.argv[3])
+    else:
+        app.run()

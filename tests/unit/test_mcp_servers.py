@@ -42,10 +42,30 @@ def test_a_server_name_outside_1_to_20_of_letters_digits_and_dashes_is_refused(n
         McpServer(name=name, command=COMMAND)
 
 
-@pytest.mark.parametrize("command", ["python server.py", [], ["python", ""]])
+@pytest.mark.parametrize("command", ["python server.py", ["python", ""]])
 def test_a_command_that_is_not_a_list_of_words_is_refused(command: object) -> None:
     with pytest.raises(ValueError, match="non-empty list of strings"):
         McpServer(name="calc", command=command)  # type: ignore[arg-type]
+
+
+def test_a_server_is_either_a_command_or_a_url() -> None:
+    with pytest.raises(ValueError, match="either `command` .stdio. or `url` .HTTP."):
+        McpServer(name="calc")
+    with pytest.raises(ValueError, match="either"):
+        McpServer(name="calc", command=COMMAND, url="https://mcp.example.com/mcp")
+
+
+@pytest.mark.parametrize("url", ["ftp://host/mcp", "mcp.example.com", "https://"])
+def test_a_url_that_is_not_http_is_refused(url: str) -> None:
+    with pytest.raises(ValueError, match="http:// or https:// URL"):
+        McpServer(name="calc", url=url)
+
+
+def test_headers_go_with_a_url_and_environment_variables_with_a_command() -> None:
+    with pytest.raises(ValueError, match="`headers_from_env` is for an HTTP server"):
+        McpServer(name="calc", command=COMMAND, headers_from_env={"Authorization": "TOKEN"})
+    with pytest.raises(ValueError, match="`env_from_env` is for a stdio server"):
+        McpServer(name="calc", url="https://mcp.example.com/mcp", env_from_env={"A": "B"})
 
 
 @pytest.mark.parametrize(
