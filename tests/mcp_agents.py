@@ -46,25 +46,20 @@ class McpDownAgent(Agent):
     mcp_servers = (McpServer(name="gone", command=[sys.executable, "-c", "raise SystemExit(2)"]),)
 
 
+def calc_over_http(token_variable: str) -> McpServer:
+    """The calc server over HTTP, its `Authorization` header read from `token_variable`."""
+    return McpServer(
+        name="calchttp", url=HTTP_URL, headers_from_env={"Authorization": token_variable}
+    )
+
+
 class McpHttpAgent(Agent):
     name = "mcp-http"
-    mcp_servers = (
-        McpServer(
-            name="calchttp",
-            url=HTTP_URL,
-            headers_from_env={"Authorization": "PERDURE_TEST_MCP_AUTHORIZATION"},
-        ),
-    )
+    mcp_servers = (calc_over_http("PERDURE_TEST_MCP_AUTHORIZATION"),)
 
 
 class McpHttpNoKeyAgent(Agent):
     """Declares the HTTP server with a header whose variable is not set: refused (401)."""
 
     name = "mcp-http-no-key"
-    mcp_servers = (
-        McpServer(
-            name="calchttp",
-            url=HTTP_URL,
-            headers_from_env={"Authorization": "PERDURE_TEST_MCP_UNSET_VARIABLE"},
-        ),
-    )
+    mcp_servers = (calc_over_http("PERDURE_TEST_MCP_UNSET_VARIABLE"),)
