@@ -10,6 +10,7 @@ import os
 import sys
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 
 app = MCPServer("calc")
@@ -30,6 +31,15 @@ def record(text: str) -> str:
 
 
 @app.tool()
+async def slow_record(text: str, seconds: float) -> str:
+    """Record a line, then take `seconds` to answer (not idempotent)."""
+    with open(os.environ["CALC_RECORD_FILE"], "a") as file:
+        file.write(text + "\n")
+    await anyio.sleep(seconds)
+    return f"recorded {text}"
+
+
+@app.tool()
 def crash() -> str:
     """End the server in the middle of the call."""
     os._exit(3)
@@ -38,7 +48,6 @@ def crash() -> str:
 def serve_http(fd: int, token: str) -> None:
     import socket
 
-    import anyio
     import uvicorn
 
     inner = app.streamable_http_app()

@@ -1,0 +1,59 @@
+"""A worker SIGKILLed during a call of a non-idempotent MCP tool (docs/mcp.md): the server
+ran the call once, the next worker never runs it again, and the model is told the call was
+interrupted."""
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from perdure.testing.chat_client import chat_body, user_message
+from perdure.testing.cluster import Cluster, LiveStream, running_cluster, wait_until
+from perdure.testing.fakeprovider.server import FakeProvider
+from tests.databases import database_url
+from tests.served import Served
+
+MCP_CLUSTER = Served(agents="tests.agents,tests.mcp_agents")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def cluster(
+    request: pytest.FixtureRequest, tmp_path: Path, fake_provider: FakeProvider
+) -> AsyncIterator[Cluster]:
+    with database_url(request.param, tmp_path) as url:
+        async with running_cluster(tmp_path, fake_provider, url, MCP_CLUSTER) as running:
+            yield running
+
+
+def recorded(records: Path) -> list[str]:
+    return records.read_text().splitlines() if records.exists() else []
+
+
+async def test_a_worker_killed_during_a_non_idempotent_mcp_call_never_runs_it_twice(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    records = tmp_path / "mcp-records.txt"
+    environment = {"PERDURE_TEST_MCP_RECORD_FILE": str(records)}
+    session = f"kill-mcp-{uuid.uuid4().hex[:6]}"
+    call = f'@tool calc__slow_record {{"text": "{session}", "seconds": 30}}'
+    async with cluster.temporal():
+        worker = cluster.worker(**environment)
+        url = await cluster.gateway()
+        stream = LiveStream()
+        async with httpx.AsyncClient(base_url=url, timeout=90) as http:
+            body = chat_body(session, user_message(call), agent="mcp-calc")
+            async with http.stream("POST", "/api/chat", json=body) as response:
+                reader = asyncio.create_task(stream.read(response))
+                await wait_until(lambda: recorded(records) == [session], timeout=60)
+                worker.kill()
+                cluster.worker(**environment)
+                await asyncio.wait_for(reader, timeout=90)
+
+    assert recorded(records) == [session]
+    errors = [c for _, c in stream.events if c["type"] == "tool-output-error"]
+    assert [e["errorText"] for e in errors] == [
+        "The tool call was interrupted before a result was recorded."
+    ]
