@@ -403,10 +403,11 @@ class ModelStepActivity:
                 raise provider_failure(error, label=provider.label) from error
             except asyncio.CancelledError:
                 details = activity.cancellation_details()
-                if details is None or not details.worker_shutdown:
+                if details is None or (details.cancel_requested and not details.worker_shutdown):
                     # Stopped by the user: the background response must not run on at the
-                    # provider. A worker shutdown hands the step over instead: the response
-                    # runs on and the next attempt re-attaches to it on another worker.
+                    # provider. A worker shutdown, or an attempt Temporal timed out or no
+                    # longer knows (heartbeats late on a busy machine), hands the step over
+                    # instead: the response runs on and the next attempt re-attaches to it.
                     await asyncio.shield(cancel_at_provider(provider, target.last_cursor))
                 await writer.flush()
                 raise
