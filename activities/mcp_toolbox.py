@@ -250,6 +250,14 @@ def _from_environment(names: Mapping[str, str]) -> dict[str, str]:
     return {key: value for key, variable in names.items() if (value := os.environ.get(variable))}
 
 
+def import_mcp_sdk() -> None:
+    """Import the MCP SDK now, at a worker's start: a second of CPU that, imported with the
+    first server a chat's step connects to, would hold every other chat's stream."""
+    import mcp.client.stdio
+    import mcp.client.streamable_http
+    import mcp.types  # noqa: F401
+
+
 class McpToolFailed(Exception):
     """The server ran the tool and reported an error (its text goes to the model)."""
 

@@ -91,6 +91,14 @@ class AgentRegistry:
     def names(self) -> list[str]:
         return list(self._agents)
 
+    def models(self, default_model: str) -> set[str]:
+        """The model specs of the agents served."""
+        return {agent.model or default_model for agent in self._agents.values()}
+
+    def use_mcp(self) -> bool:
+        """Whether any agent served declares an MCP server."""
+        return any(agent.mcp_servers for agent in self._agents.values())
+
     def check_models(self, default_model: str, families: dict[str, Family]) -> None:
         """Refuse, before any turn runs, an option an agent's model does not accept (each
         would be a 400 from the provider on every message): ValueError naming them all."""

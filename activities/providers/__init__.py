@@ -1,6 +1,7 @@
 """Model providers behind one streaming interface.
 
-`provider_for` (and with it every adapter and both provider SDKs) is imported on first use:
+`provider_for` and `import_adapters` (and with them every adapter and both provider SDKs) are
+imported on first use:
 the gateway and the CLI import `ProviderConfig` through the settings and never stream a model.
 """
 
@@ -11,7 +12,7 @@ from activities.providers.config import ProviderConfig
 from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, Continuation
 
 if TYPE_CHECKING:
-    from activities.providers.registry import provider_for
+    from activities.providers.registry import import_adapters, provider_for
 
 __all__ = [
     "CONTINUE_INSTRUCTION",
@@ -21,13 +22,14 @@ __all__ = [
     "ProviderConfig",
     "ProviderError",
     "ResumeToken",
+    "import_adapters",
     "provider_for",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "provider_for":
-        from activities.providers.registry import provider_for
+    if name in ("provider_for", "import_adapters"):
+        from activities.providers import registry
 
-        return provider_for
+        return getattr(registry, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

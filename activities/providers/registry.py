@@ -8,6 +8,9 @@ OpenAI API allows), `vllm` (vLLM's `continue_final_message`) or `deepseek` (Deep
 `activities/providers/openai_chat.py`.
 """
 
+import contextlib
+from collections.abc import Iterable
+
 from activities.providers.base import Provider
 from activities.providers.config import ProviderConfig
 from activities.providers.demo import DemoProvider
@@ -44,3 +47,12 @@ def provider_for(spec: str, config: ProviderConfig) -> Provider:
 
             return AnthropicMessagesProvider(model, config=config)
     raise ValueError(f"Unknown model spec {spec!r}; expected one of: {', '.join(ACCEPTED_FORMS)}.")
+
+
+def import_adapters(specs: Iterable[str], config: ProviderConfig) -> None:
+    """Resolve each spec once, so that its adapter and SDK are imported now, at a worker's
+    start: imported by a chat's first step, the Anthropic SDK alone holds the worker's event
+    loop (every other chat's stream and heartbeat) for over two seconds of CPU."""
+    for spec in specs:
+        with contextlib.suppress(ValueError):  # the step tells the turn about a bad spec
+            provider_for(spec, config)

@@ -20,16 +20,17 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from activities.admission import AdmitDebouncedActivity
 from activities.fiber import serve_fibers
 from activities.finish import FinishTurnActivity, TurnFinisher
-from activities.mcp_toolbox import McpToolbox
+from activities.mcp_toolbox import McpToolbox, import_mcp_sdk
 from activities.model_step import ModelStepActivity
 from activities.parking import ParkTurnActivity, ResumeTurnActivity
-from activities.providers import provider_for
+from activities.providers import import_adapters, provider_for
 from activities.reconcile import ReconcileActivity
 from activities.scheduled_prompt import ScheduledPromptActivity
 from activities.sub_agents import SubAgentActivities
 from activities.tool_call import ToolCallActivity
 from perdure.agents_registry import AgentRegistry
 from perdure.runtime.services import Services
+from perdure.runtime.settings import Settings
 from perdure.telemetry.log_context import LogContextInterceptor
 from perdure.turn_control.lifecycle import SubmissionLifecycle
 from workflows import ReconcilerWorkflow, TurnWorkflow
@@ -95,8 +96,18 @@ def _log_attempt(what: str) -> None:
     )
 
 
+def import_turn_dependencies(agents: AgentRegistry, settings: Settings) -> None:
+    """Import, before the worker polls, the SDKs its agents' turns use (their models'
+    providers, MCP): imported by a turn, each would hold the event loop that every running
+    chat shares for a second or more."""
+    import_adapters(agents.models(settings.model), settings.provider_config())
+    if agents.use_mcp():
+        import_mcp_sdk()
+
+
 def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[..., Any]]:
     """One activity object per role: model step, tool call, finish, reconcile."""
+    import_turn_dependencies(agents, services.settings)
     db, bus, client = services.db, services.bus, services.client
     task_queue = services.settings.task_queue
     lifecycle = SubmissionLifecycle(db, client, task_queue=task_queue, bus=bus)

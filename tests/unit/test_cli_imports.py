@@ -44,3 +44,27 @@ def test_an_anthropic_model_imports_its_sdk_when_first_resolved() -> None:
         "provider_for('anthropic:claude-haiku-4-5', ProviderConfig())"
     )
     assert imported_after(resolved, ("anthropic",)) == ["anthropic"]
+
+
+def worker_start_imports(agents: str, model: str) -> list[str]:
+    """Which SDKs a worker for `agents` on default `model` has imported before its first turn."""
+    start = (
+        "from perdure.agents_registry import load_agents; "
+        "from perdure.runtime.settings import Settings; "
+        "from perdure.runtime.worker import import_turn_dependencies; "
+        f"import_turn_dependencies(load_agents({agents!r}), "
+        f"Settings.model_validate({{'PERDURE_MODEL': {model!r}}}))"
+    )
+    return imported_after(start, ("openai", "anthropic", "mcp"))
+
+
+def test_a_worker_imports_its_agents_sdks_before_its_first_turn_not_during_it() -> None:
+    assert worker_start_imports("tests.mcp_agents", "anthropic:claude-sonnet-4-6") == [
+        "anthropic",
+        "mcp",
+        "openai",
+    ]
+
+
+def test_a_worker_imports_no_sdk_its_agents_do_not_use() -> None:
+    assert worker_start_imports("", "openai:gpt-4.1-mini") == ["openai"]
