@@ -6,7 +6,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -16,8 +16,9 @@ from perdure.domain.conversation import ToolSpec
 from perdure.mcp_servers import SEPARATOR, McpServer, ServerKey, exposed_name
 from perdure.tools import Tool, ToolContext
 
-if TYPE_CHECKING:  # the SDK is imported with the first server a worker connects to
+if TYPE_CHECKING:  # the SDK is imported at the worker's start (`import_mcp_sdk`)
     from mcp import Client
+    from mcp.client.session import IncomingMessage
     from mcp.types import CallToolResult
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,12 @@ CONNECT_TIMEOUT = 30.0
 """A server that does not answer its handshake within this is down (a tool error)."""
 LIST_PAGES = 50
 """Pages of a tool list read at most: a server whose cursor never ends cannot hold a step."""
+DOWN_PAUSE = 5.0
+"""How long a server that could not be connected to is taken for down without trying again:
+the steps and calls of that time get its error at once, instead of each waiting up to
+`CONNECT_TIMEOUT` for a handshake that will not come."""
+RELISTEN_DELAY = 1.0
+"""After a server ends its stream of list changes, the pause before it is opened again."""
 
 
 class McpServerError(Exception):
@@ -71,14 +78,22 @@ class _Listing:
 
     tools: list[_RemoteTool]
     read_at: float
+    changes: int
+    """The server's announced list changes counted when this read began: a change heard
+    during the read makes it stale too."""
 
 
 class _Connection:
     """One server's client. The SDK's client is entered and left in one task (anyio's task
-    groups), so a task of its own holds it open until `close`."""
+    groups), so a task of its own holds it open until `close`.
 
-    def __init__(self, server: McpServer) -> None:
+    It hears the server say its tool list changed, and calls `list_changed`: on a 2026-07-28
+    connection through a `subscriptions/listen` stream it keeps open, on an older one through
+    the `notifications/tools/list_changed` the server sends unasked."""
+
+    def __init__(self, server: McpServer, list_changed: Callable[[], None]) -> None:
         self.server = server
+        self._list_changed = list_changed
         self._client: Client | None = None
         self._ready = asyncio.Event()
         self._closing = asyncio.Event()
@@ -108,15 +123,56 @@ class _Connection:
 
         try:
             async with contextlib.AsyncExitStack() as stack:
-                client = await stack.enter_async_context(Client(await self._target(stack)))
+                client = await stack.enter_async_context(
+                    Client(await self._target(stack), message_handler=self._heard)
+                )
                 self._client = client
                 self._ready.set()
-                await self._closing.wait()
+                following = asyncio.create_task(
+                    self._follow_changes(client), name=f"mcp-{self.server.name}-changes"
+                )
+                try:
+                    await self._closing.wait()
+                finally:
+                    following.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await following
         except Exception as error:  # noqa: BLE001 - reported to whoever waits, as a tool error
             self._failure = error
         finally:
             self._client = None
             self._ready.set()
+
+    async def _heard(self, message: "IncomingMessage") -> None:
+        from mcp.types import ToolListChangedNotification
+
+        if isinstance(message, ToolListChangedNotification):
+            self._list_changed()
+
+    async def _follow_changes(self, client: "Client") -> None:
+        """On a 2026-07-28 connection, hear every change of the tool list on a listen stream;
+        one that ends is opened again (it replays nothing: the listing counts as changed)."""
+        from mcp.client.subscriptions import ListenNotSupportedError
+
+        try:
+            while True:
+                async with client.listen(tools_list_changed=True) as changes:
+                    async for _change in changes:
+                        self._list_changed()
+                self._list_changed()
+                await asyncio.sleep(RELISTEN_DELAY)
+        except ListenNotSupportedError:
+            return  # an older server announces changes unasked (`_heard`)
+        except Exception as error:  # noqa: BLE001 - the listing still ages out
+            self._list_changed()
+            log.warning(
+                "MCP server %s: its tool list changes cannot be heard (%s: %s); the list is "
+                "read again every %s",
+                self.server.name,
+                type(error).__name__,
+                error,
+                self.server.list_max_age,
+            )
 
     async def _target(self, stack: contextlib.AsyncExitStack) -> Any:
         """What `mcp.Client` connects to: the stdio command, or the HTTP transport with its
@@ -149,12 +205,16 @@ class _Connection:
 @dataclass
 class McpToolbox:
     """Per worker process: one connection per server (kept open: a stdio server takes a second
-    or more to start), each server's tool list cached for its `list_max_age` or until its
-    connection is opened again."""
+    or more to start), each server's tool list cached for its `list_max_age`, until the server
+    says it changed, or until its connection is opened again."""
 
     _connections: dict[ServerKey, _Connection] = field(default_factory=dict)
     _listings: dict[ServerKey, _Listing] = field(default_factory=dict)
     _locks: dict[ServerKey, asyncio.Lock] = field(default_factory=dict)
+    _changes: dict[ServerKey, int] = field(default_factory=dict)
+    """List changes each server announced so far."""
+    _down: dict[ServerKey, tuple[float, str]] = field(default_factory=dict)
+    """When each server last failed to connect, and its error (`DOWN_PAUSE`)."""
 
     async def tools(self, server: McpServer) -> list[McpTool]:
         """The server's tools as this declaration offers them."""
@@ -163,18 +223,24 @@ class McpToolbox:
 
     async def _listing(self, server: McpServer) -> _Listing:
         listing = self._listings.get(server.key)
-        if listing is not None and time.monotonic() - listing.read_at < _seconds(
-            server.list_max_age
-        ):
+        if listing is not None and self._current(server, listing):
             return listing
         async with self._locks.setdefault(server.key, asyncio.Lock()):
             listing = self._listings.get(server.key)
-            if listing is None or time.monotonic() - listing.read_at >= _seconds(
-                server.list_max_age
-            ):
-                listing = _Listing(await self._read_list(server), time.monotonic())
+            if listing is None or not self._current(server, listing):
+                changes, read_at = self._changes.get(server.key, 0), time.monotonic()
+                listing = _Listing(await self._read_list(server), read_at, changes)
                 self._listings[server.key] = listing
         return listing
+
+    def _current(self, server: McpServer, listing: _Listing) -> bool:
+        """Neither older than the declaration's `list_max_age` nor changed since it was read."""
+        return listing.changes == self._changes.get(
+            server.key, 0
+        ) and time.monotonic() - listing.read_at < _seconds(server.list_max_age)
+
+    def _list_changed(self, key: ServerKey) -> None:
+        self._changes[key] = self._changes.get(key, 0) + 1
 
     async def _read_list(self, server: McpServer) -> list[_RemoteTool]:
         client = await self._client(server)
@@ -224,15 +290,21 @@ class McpToolbox:
         return _output(server, tool, result)
 
     async def _client(self, server: McpServer) -> "Client":
+        down = self._down.get(server.key)
+        if down is not None and time.monotonic() - down[0] < DOWN_PAUSE:
+            raise McpServerError(f"{down[1]} (tried again after {DOWN_PAUSE:g} s)")
         connection = self._connections.get(server.key)
         if connection is None or connection.broken:
-            connection = _Connection(server)
+            connection = _Connection(server, lambda: self._list_changed(server.key))
             self._connections[server.key] = connection
         try:
-            return await connection.client()
-        except McpServerError:
+            client = await connection.client()
+        except McpServerError as error:
+            self._down[server.key] = (time.monotonic(), str(error))
             await self._drop(server)
             raise
+        self._down.pop(server.key, None)
+        return client
 
     async def _drop(self, server: McpServer) -> None:
         connection = self._connections.pop(server.key, None)

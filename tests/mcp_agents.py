@@ -25,6 +25,20 @@ class McpCalcAgent(Agent):
     mcp_servers = (CALC,)
 
 
+class McpLegacyAgent(Agent):
+    """The calc server as a server from before the 2026-07-28 protocol (the handshake)."""
+
+    name = "mcp-legacy"
+    mcp_servers = (
+        McpServer(
+            name="old",
+            command=[*CALC.command, "legacy"],
+            env_from_env=CALC.env_from_env,
+            idempotent=CALC.idempotent,
+        ),
+    )
+
+
 class McpApprovalAgent(Agent):
     """`record` waits for a person's approval."""
 

@@ -63,6 +63,23 @@ async def test_a_tool_call_reaches_the_server_once(
     assert record_file.read_text().splitlines().count(text) == 1
 
 
+@pytest.mark.parametrize(
+    ("agent", "server"),
+    [("mcp-calc", "calc"), ("mcp-legacy", "old")],
+    ids=["listen-stream-2026-07-28", "notification-before-2026"],
+)
+async def test_a_tool_the_server_adds_is_offered_at_the_next_turn_without_a_restart(
+    http: httpx.AsyncClient, record_file: Path, agent: str, server: str
+) -> None:
+    session, tool = new_session(), f"times_{uuid.uuid4().hex[:8]}"
+    learned = await send(http, session, f'@tool {server}__learn {{"name": "{tool}"}}', agent=agent)
+    assert tool_output(learned)["output"] == {"result": f"learned {tool}"}
+
+    streamed = await send(http, session, f'@tool {server}__{tool} {{"a": 6, "b": 7}}', agent=agent)
+
+    assert tool_output(streamed)["output"] == {"result": 42}
+
+
 async def test_a_servers_refusal_of_the_arguments_is_a_tool_error_for_the_model(
     http: httpx.AsyncClient, record_file: Path
 ) -> None:

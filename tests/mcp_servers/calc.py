@@ -1,9 +1,12 @@
 """A real MCP server, built with the `mcp` SDK, for the MCP specs: over stdio, or
 `calc.py http <fd> <token>`: streamable HTTP on the listening socket inherited as `fd`,
-answering only requests that carry `Authorization: Bearer <token>` (401 otherwise).
+answering only requests that carry `Authorization: Bearer <token>` (401 otherwise), or
+`calc.py legacy`: over stdio as a server from before the 2026-07-28 protocol, which knows no
+`server/discover` (clients fall back to the `initialize` handshake).
 
 `record` appends to the file named by CALC_RECORD_FILE (each call once), so a spec can count
-how often a call really ran; `crash` ends the process mid-call, as a killed server does.
+how often a call really ran; `crash` ends the process mid-call, as a killed server does;
+`learn` adds a tool and announces that the list changed, as each protocol version does.
 """
 
 import os
@@ -11,7 +14,8 @@ import sys
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 app = MCPServer("calc")
 
@@ -40,9 +44,40 @@ async def slow_record(text: str, seconds: float) -> str:
 
 
 @app.tool()
+async def learn(name: str, ctx: Context) -> str:
+    """Add a tool `name` that multiplies two whole numbers."""
+
+    def multiply(a: int, b: int) -> int:
+        return a * b
+
+    app.add_tool(multiply, name=name, description="Multiply two whole numbers.")
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        await ctx.notify_tools_changed()  # to the `subscriptions/listen` streams open
+    else:
+        await ctx.session.send_tool_list_changed()  # unasked, to the connection
+    return f"learned {name}"
+
+
+@app.tool()
 def crash() -> str:
     """End the server in the middle of the call."""
     os._exit(3)
+
+
+def serve_legacy() -> None:
+    """Over stdio in the SDK's handshake-only loop (`serve_loop`): a `server/discover` probe
+    is refused as unknown, as a server written before 2026-07-28 refuses it."""
+    from mcp.server.runner import serve_loop
+    from mcp.server.stdio import stdio_server
+
+    server = app._lowlevel_server  # the SDK's one way to a handshake-only stdio server
+
+    async def serve() -> None:
+        async with stdio_server() as (read, write), server.lifespan(server) as state:
+            options = server.create_initialization_options()
+            await serve_loop(server, read, write, lifespan_state=state, init_options=options)
+
+    anyio.run(serve)
 
 
 def serve_http(fd: int, token: str) -> None:
@@ -67,5 +102,7 @@ def serve_http(fd: int, token: str) -> None:
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "http":
         serve_http(int(sys.argv[2]), sys.argv[3])
+    elif sys.argv[1:] == ["legacy"]:
+        serve_legacy()
     else:
         app.run()
