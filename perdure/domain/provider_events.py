@@ -55,10 +55,19 @@ class ResponseCursor(BaseModel):
 
 
 class Finish(BaseModel):
+    """The end of a model call, with the usage its provider reported (None: not reported).
+
+    One meaning across providers: `input_tokens` counts every input token the model read,
+    cached ones included (`cached_input_tokens` of them read from the provider's prompt
+    cache); `output_tokens` every token it wrote, reasoning included (`reasoning_tokens` of
+    them, where the provider tells them apart)."""
+
     kind: Literal["finish"] = "finish"
     reason: Literal["stop", "length", "content-filter", "tool-calls", "error", "other"]
     input_tokens: int | None = None
+    cached_input_tokens: int | None = None
     output_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
 
 ProviderEvent = (
