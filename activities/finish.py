@@ -16,6 +16,7 @@ from perdure.domain.repair import settled_parts_only
 from perdure.domain.storage_hygiene import for_storage
 from perdure.domain.turn_chunks import closing_chunks
 from perdure.domain.ui import Chunk
+from perdure.domain.usage import Usage
 from perdure.recovery import ExhaustedContext
 from perdure.telemetry import metrics
 from perdure.turn_control.lifecycle import SubmissionLifecycle
@@ -52,9 +53,9 @@ class TurnFinisher:
             turn = turn.model_copy(update={"error_text": recorded.error})
         closed_turn = turn
 
-        def plan(logged: list[Chunk]) -> tuple[list[Chunk], Reduction]:
+        def plan(logged: list[Chunk], usage: Usage | None) -> tuple[list[Chunk], Reduction]:
             """Run on the whole log, inside the finish's transaction."""
-            closing = closing_chunks(logged, closed_turn, terminal_message)
+            closing = closing_chunks(logged, closed_turn, terminal_message, usage)
             stored = reduce_chunks(logged + closing)
             if not closed_turn.persist_partial:
                 stored.parts = settled_parts_only(stored.parts)

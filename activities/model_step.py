@@ -34,6 +34,7 @@ from perdure.agents_registry import AgentRegistry, UnknownAgent
 from perdure.domain.compaction import Overlaid, estimate_tokens
 from perdure.domain.names import MODEL_STEP_ACTIVITY
 from perdure.domain.payloads import ModelStepInput, ModelStepResult
+from perdure.domain.provider_events import Finish
 from perdure.domain.recovery_boot import dropped_step_chunks
 from perdure.domain.reducer import Reduction, reduce_chunks
 from perdure.domain.relay_protocol import stream_id_of
@@ -45,6 +46,7 @@ from perdure.domain.turn_chunks import (
     start_chunk,
 )
 from perdure.domain.ui import Chunk, UIMessage
+from perdure.domain.usage import reported_usage
 from perdure.recovery import bind_stash, unbind_stash
 from perdure.telemetry import genai_spans, metrics
 from perdure.telemetry.log_context import bind_ids
@@ -56,6 +58,7 @@ from storage.step_inputs import StepInputs, read_step_inputs
 from storage.submissions import save_stash
 from storage.tables import SubmissionRow
 from storage.tenant_policies import agent_limits
+from storage.usage import StepUsage
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +197,10 @@ class ModelStepActivity:
             plan, provider, Overlaid(inputs.summary, conversation), step, log_step, context, writer
         )
         made, approvals = await gate_calls(agent, tools, chunker.tool_calls, context)
-        writer.add([*approvals, {"type": "finish-step"}])
+        usage = _step_usage(
+            chunker.finish, submission, step, log_step, model, activity.info().attempt
+        )
+        writer.add([*approvals, {"type": "finish-step"}], usage=usage)
         await writer.flush()
         if recovering:
             await self._recovery.completed(submission)
@@ -483,3 +489,32 @@ def _boot_history(boot: BootDecision | None, submission: SubmissionRow) -> list[
     if submission.boot_history is not None:
         return [UIMessage.model_validate(m) for m in submission.boot_history]
     return None
+
+
+def _step_usage(
+    finish: Finish | None,
+    submission: SubmissionRow,
+    step: ModelStepInput,
+    log_step: int,
+    model: str,
+    attempt: int,
+) -> StepUsage | None:
+    """The call's usage as its provider reported it, for the store; None if it reported none."""
+    usage = finish and reported_usage(
+        finish.input_tokens,
+        finish.cached_input_tokens,
+        finish.output_tokens,
+        finish.reasoning_tokens,
+    )
+    if not usage:
+        return None
+    return StepUsage(
+        submission_id=submission.id,
+        step=log_step,
+        attempt=attempt,
+        tenant_id=submission.tenant_id,
+        session_id=step.session_id,
+        agent=step.agent,
+        model=model,
+        usage=usage,
+    )

@@ -14,6 +14,7 @@ from storage.db import Database, driver_cursor, json_column
 from storage.pg_listener import CHANNEL
 from storage.tables import ChunkLogRow, ChunkRow, SubmissionRow
 from storage.timing import now
+from storage.usage import StepUsage, utc_day
 
 
 class StaleWriter(Exception):
@@ -43,6 +44,8 @@ class LogBatch:
     writer: LogWriter
     chunks: list[Chunk]
     cursor: ProviderCursor | None = None
+    usage: tuple[StepUsage, ...] = ()
+    """Model calls whose end these chunks write: their usage goes in with them."""
 
 
 def _locked_log(session: Session, message_id: str) -> ChunkLogRow:
@@ -215,6 +218,18 @@ class _FlushStatements:
             "INSERT INTO chunks (message_id, seq, attempt, body, created_at) "
             f"VALUES (?, ?, ?, {json_value}, ?)"
         )
+        # A row twice (a batch cannot be written twice: fenced by attempt) would be kept once.
+        self.insert_usage = sql(
+            "INSERT INTO model_usage (submission_id, step, attempt, tenant_id, session_id, "
+            "agent, model, input_tokens, cached_input_tokens, output_tokens, reasoning_tokens, "
+            "at, day) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (submission_id, step, attempt) DO NOTHING"
+        )
+        self.add_tenant_tokens = sql(
+            "INSERT INTO tenant_usage_days (tenant_id, day, tokens) VALUES (?, ?, ?) "
+            "ON CONFLICT (tenant_id, day) "
+            "DO UPDATE SET tokens = tenant_usage_days.tokens + excluded.tokens"
+        )
         self.set_next_seq = sql("UPDATE chunk_logs SET next_seq = ? WHERE message_id = ?")
         self.set_fences = sql(f"UPDATE chunk_logs SET fences = {json_value} WHERE message_id = ?")
         self.notify = sql(
@@ -291,6 +306,7 @@ def _insert_batches(
     results: list[int | StaleWriter] = []
     rows: list[tuple[str, int, int, str, float]] = []
     cursors: list[tuple[str, str]] = []
+    usage: list[StepUsage] = []
     created = now()
     for batch in batches:
         log, writer = logs[batch.message_id], batch.writer
@@ -310,11 +326,14 @@ def _insert_batches(
         log.appended = True
         if batch.cursor is not None:
             cursors.append((json.dumps(batch.cursor.value), batch.cursor.submission_id))
+        usage += batch.usage
         results.append(log.next_seq - 1)
     if not rows:
         return results
     if cursors:
         cursor.executemany(sql.move_cursor, cursors)
+    if usage:
+        _insert_usage(cursor, sql, usage, created)
     cursor.executemany(sql.insert_chunks, rows)
     appended = {message_id: log for message_id, log in logs.items() if log.appended}
     cursor.executemany(
@@ -329,6 +348,38 @@ def _insert_batches(
         cursor.execute(sql.notify, (CHANNEL, list(appended)))
         cursor.fetchall()
     return results
+
+
+def _insert_usage(cursor: Any, sql: _FlushStatements, usage: list[StepUsage], at: float) -> None:
+    day = utc_day(at)
+    cursor.executemany(
+        sql.insert_usage,
+        [
+            (
+                u.submission_id,
+                u.step,
+                u.attempt,
+                u.tenant_id,
+                u.session_id,
+                u.agent,
+                u.model,
+                u.usage.input,
+                u.usage.cached_input,
+                u.usage.output,
+                u.usage.reasoning,
+                at,
+                day,
+            )
+            for u in usage
+        ],
+    )
+    tokens: dict[str, int] = {}
+    for u in usage:
+        tokens[u.tenant_id] = tokens.get(u.tenant_id, 0) + u.usage.total
+    # In tenant order, as every flush takes them: two flushes never wait on each other's rows.
+    cursor.executemany(
+        sql.add_tenant_tokens, [(tenant, day, tokens[tenant]) for tenant in sorted(tokens)]
+    )
 
 
 def locked_log_tail(session: Session, message_id: str, *, after: int) -> list[tuple[int, Chunk]]:

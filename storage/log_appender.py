@@ -35,6 +35,7 @@ from storage.db import (
     sync_write_engine,
 )
 from storage.store_thread import StoreThread
+from storage.usage import StepUsage
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,7 @@ class BufferedLog:
         self._submission_id = submission_id
         self._buffer: list[Chunk] = []
         self._cursor: dict[str, Any] | None = None
+        self._usage: list[StepUsage] = []
         self._queued = False
         self._in_flight = False
         self._progress = asyncio.Event()
@@ -166,13 +168,24 @@ class BufferedLog:
     def pending(self) -> int:
         return len(self._buffer)
 
-    def add(self, chunks: list[Chunk], *, cursor: dict[str, Any] | None = None) -> None:
+    def add(
+        self,
+        chunks: list[Chunk],
+        *,
+        cursor: dict[str, Any] | None = None,
+        usage: StepUsage | None = None,
+    ) -> None:
         """Buffer chunks; `cursor` is where a resumable provider response stands after them,
-        and is stored in the same transaction as they are."""
+        `usage` what the model call they end consumed: each is stored in the same transaction
+        as they are."""
         if self._failure is not None:
             raise self._failure
         if cursor is not None:
             self._cursor = cursor
+        if usage is not None:
+            if not chunks:
+                raise ValueError("usage goes in with the chunks that end its model call")
+            self._usage.append(usage)
         self._buffer.extend(chunks)
         if not self._buffer:
             self._cursor = None  # a cursor alone moves nothing that a client could see
@@ -195,12 +208,13 @@ class BufferedLog:
         """The buffer, for the flush about to start (None once a write has failed)."""
         self._queued = False
         if self._failure is not None or not self._buffer:
-            self._buffer, self._cursor = [], None
+            self._buffer, self._cursor, self._usage = [], None, []
             self._wake()
             return None
         cursor = ProviderCursor(self._submission_id, self._cursor) if self._cursor else None
-        batch = LogBatch(self.message_id, self._writer, coalesce_deltas(self._buffer), cursor)
-        self._buffer, self._cursor = [], None
+        chunks = coalesce_deltas(self._buffer)
+        batch = LogBatch(self.message_id, self._writer, chunks, cursor, tuple(self._usage))
+        self._buffer, self._cursor, self._usage = [], None, []
         self._in_flight = True
         return batch
 
@@ -208,7 +222,8 @@ class BufferedLog:
         self._in_flight = False
         if isinstance(result, BaseException):
             self._failure = result
-            self._buffer, self._cursor = [], None  # nothing after a failed write is written
+            # Nothing after a failed write is written.
+            self._buffer, self._cursor, self._usage = [], None, []
         else:
             self.last_seq = result
         self._wake()

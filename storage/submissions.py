@@ -15,6 +15,7 @@ from perdure.domain.payloads import FinishTurnInput, Outcome
 from perdure.domain.reducer import Reduction
 from perdure.domain.turn_chunks import closing_chunks
 from perdure.domain.ui import Chunk, UIMessage
+from perdure.domain.usage import Usage
 from storage.chunks import LogWriter, insert_chunks, locked_log_tail
 from storage.concurrency import Effects, absorb_queued, apply_busy, strategy_for
 from storage.db import Database
@@ -24,6 +25,7 @@ from storage.tables import ChatSessionRow, ChunkLogRow, ChunkRow, MessageRow, Su
 from storage.tenant_policies import TenantLimits
 from storage.timing import now
 from storage.tool_waits import cancel_pending
+from storage.usage import turn_usage
 
 ACTIVE = ("pending", "running")
 TITLE_LENGTH = 80
@@ -459,8 +461,9 @@ async def stream_target(db: Database, *, session_id: str, latest: bool) -> Submi
         return newest.first()
 
 
-ClosingPlan = Callable[[list[Chunk]], tuple[list[Chunk], Reduction]]
-"""The whole log → the chunks that close it, and the answer to store (their reduction)."""
+ClosingPlan = Callable[[list[Chunk], Usage | None], tuple[list[Chunk], Reduction]]
+"""The whole log and the turn's usage → the chunks that close it, and the answer to store
+(their reduction)."""
 
 
 @dataclass(frozen=True)
@@ -503,7 +506,9 @@ async def finish(
         if submission.status in ACTIVE:
             last = read[-1][0] if read else -1
             tail = locked_log_tail(session, submission.assistant_message_id, after=last)
-            closing, assistant = plan([chunk for _, chunk in read + tail])
+            # Read with the log locked: no model step can add its usage any more.
+            usage = turn_usage(session, submission.id)
+            closing, assistant = plan([chunk for _, chunk in read + tail], usage)
         if closing:
             insert_chunks(
                 session,

@@ -5,6 +5,7 @@ from perdure.domain.reducer import reduce_chunks
 from perdure.domain.repair import default_repair, is_tool_part, repair_chunks, unsettled_tool_parts
 from perdure.domain.step_state import StepState
 from perdure.domain.ui import Chunk
+from perdure.domain.usage import Usage
 
 
 def start_chunk(message_id: str, submission_id: str) -> Chunk:
@@ -64,9 +65,11 @@ def settle_open_tool_calls(logged: list[Chunk], reason: str) -> list[Chunk]:
 
 
 def closing_chunks(
-    logged: list[Chunk], turn: FinishTurnInput, terminal_message: str
+    logged: list[Chunk], turn: FinishTurnInput, terminal_message: str, usage: Usage | None = None
 ) -> list[Chunk]:
-    """The chunks that end the log, unless an earlier attempt already ended it."""
+    """The chunks that end the log, unless an earlier attempt already ended it. `usage`, the
+    turn's model calls' totals, goes in the message's metadata: on the `finish` chunk, or on
+    a `message-metadata` chunk before any other ending."""
     reduction = reduce_chunks(logged)
     if reduction.terminal is not None and not reduction.parked:
         return []
@@ -80,6 +83,10 @@ def closing_chunks(
         closing.append({"type": "text-end", "id": reduction.open_text_id})
     if reduction.step_open:
         closing.append({"type": "finish-step"})
+    metadata = {"usage": usage.metadata()} if usage is not None else None
+    completed = turn.outcome == "completed" and not turn.exhausted
+    if metadata is not None and not completed:
+        closing.append({"type": "message-metadata", "messageMetadata": metadata})
     if turn.exhausted:
         closing += [
             {"type": "text-start", "id": "terminal"},
@@ -87,8 +94,11 @@ def closing_chunks(
             {"type": "text-end", "id": "terminal"},
             {"type": "error", "errorText": terminal_message},
         ]
-    elif turn.outcome == "completed":
-        closing.append({"type": "finish", "finishReason": turn.finish_reason or "stop"})
+    elif completed:
+        finish: Chunk = {"type": "finish", "finishReason": turn.finish_reason or "stop"}
+        if metadata is not None:
+            finish["messageMetadata"] = metadata
+        closing.append(finish)
     elif turn.outcome == "aborted":
         closing.append({"type": "abort", "reason": "user-cancelled"})
     elif turn.outcome == "skipped":

@@ -7,6 +7,7 @@ import storage.access_tables  # noqa: F401  (API keys, tenant policies, rate buc
 import storage.fiber_tables  # noqa: F401  (durable fibers' tables)
 import storage.schedule_tables  # noqa: F401  (scheduled prompts' tables)
 import storage.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+import storage.usage_tables  # noqa: F401  (model usage, tenant tokens per day)
 
 connection = context.config.attributes["connection"]
 context.configure(
