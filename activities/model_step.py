@@ -514,6 +514,7 @@ def _step_usage(
         attempt=attempt,
         tenant_id=submission.tenant_id,
         session_id=step.session_id,
+        chat_id=submission.chat_id,
         agent=step.agent,
         model=model,
         usage=usage,

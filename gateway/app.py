@@ -19,6 +19,7 @@ from gateway.routes import (
     schedules,
     sessions,
     submissions,
+    usage,
     waits,
 )
 from gateway.schemas.common import ERROR_RESPONSES
@@ -65,6 +66,7 @@ def create_app(*, services: Services | None = None, settings: Settings | None = 
     app.include_router(waits.router)
     app.include_router(schedules.router)
     app.include_router(fibers.router)
+    app.include_router(usage.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
     install_web(app)

@@ -221,8 +221,8 @@ class _FlushStatements:
         # A row twice (a batch cannot be written twice: fenced by attempt) would be kept once.
         self.insert_usage = sql(
             "INSERT INTO model_usage (submission_id, step, attempt, tenant_id, session_id, "
-            "agent, model, input_tokens, cached_input_tokens, output_tokens, reasoning_tokens, "
-            "at, day) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "chat_id, agent, model, input_tokens, cached_input_tokens, output_tokens, "
+            "reasoning_tokens, at, day) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (submission_id, step, attempt) DO NOTHING"
         )
         self.add_tenant_tokens = sql(
@@ -361,6 +361,7 @@ def _insert_usage(cursor: Any, sql: _FlushStatements, usage: list[StepUsage], at
                 u.attempt,
                 u.tenant_id,
                 u.session_id,
+                u.chat_id,
                 u.agent,
                 u.model,
                 u.usage.input,

@@ -9,6 +9,7 @@ from sqlalchemy import select as select_columns
 from sqlmodel import Session, col, select
 
 from perdure.domain.usage import Usage
+from storage.db import Database
 from storage.usage_tables import ModelUsageRow, TenantUsageDayRow
 
 
@@ -21,6 +22,7 @@ class StepUsage:
     attempt: int
     tenant_id: str
     session_id: str
+    chat_id: str | None
     agent: str
     model: str
     usage: Usage
@@ -63,3 +65,82 @@ def tenant_tokens(session: Session, tenant_id: str, *, first_day: str, last_day:
         )
     ).one()
     return int(total or 0)
+
+
+USAGE_GROUPS = ("session", "agent", "model", "day")
+"""What `usage_report` can sum by (besides the tenant, which is always one)."""
+MAX_REPORT_ROWS = 10_000
+
+_GROUP_COLUMNS = {
+    "session": col(ModelUsageRow.chat_id),
+    "agent": col(ModelUsageRow.agent),
+    "model": col(ModelUsageRow.model),
+    "day": col(ModelUsageRow.day),
+}
+
+
+class ReportTooLarge(ValueError):
+    """More than `MAX_REPORT_ROWS` groups: the caller narrows the range or groups by less."""
+
+
+@dataclass(frozen=True)
+class UsageGroup:
+    """One group of a usage report: its keys (by `USAGE_GROUPS` name), its model calls and
+    their usage."""
+
+    keys: dict[str, str | None]
+    calls: int
+    usage: Usage
+
+
+async def usage_report(
+    db: Database, *, tenant_id: str, start: float, end: float, group_by: tuple[str, ...]
+) -> list[UsageGroup]:
+    """A tenant's usage from `start` (included) to `end` (excluded), in seconds since the
+    epoch, summed by `group_by` (ordered by it); one group for all when it is empty."""
+    columns = [_GROUP_COLUMNS[name] for name in group_by]
+    statement = (
+        select_columns(
+            *columns,
+            func.count(),
+            func.sum(ModelUsageRow.input_tokens),
+            func.sum(ModelUsageRow.cached_input_tokens),
+            func.sum(ModelUsageRow.output_tokens),
+            func.sum(ModelUsageRow.reasoning_tokens),
+        )
+        .where(
+            col(ModelUsageRow.tenant_id) == tenant_id,
+            col(ModelUsageRow.at) >= start,
+            col(ModelUsageRow.at) < end,
+        )
+        .group_by(*columns)
+        .order_by(*columns)
+        .limit(MAX_REPORT_ROWS + 1)
+    )
+    async with db.read() as session:
+        rows = (await (await session.connection()).execute(statement)).all()
+    if len(rows) > MAX_REPORT_ROWS:
+        raise ReportTooLarge(
+            f"the report has over {MAX_REPORT_ROWS} groups: narrow the time range or group by less"
+        )
+    groups: list[UsageGroup] = []
+    for row in rows:
+        keys, (calls, input_tokens, cached, output_tokens, reasoning) = (
+            row[: len(columns)],
+            row[len(columns) :],
+        )
+        if not calls:
+            continue  # no group at all: the sums of nothing
+        groups.append(
+            UsageGroup(
+                keys=dict(zip(group_by, keys, strict=True)),
+                calls=int(calls),
+                usage=Usage(
+                    input=input_tokens,
+                    cached_input=cached,
+                    output=output_tokens,
+                    reasoning=reasoning,
+                ),
+            )
+        )
+    return groups

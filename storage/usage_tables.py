@@ -19,6 +19,8 @@ class ModelUsageRow(SQLModel, table=True):
     """Each attempt its own row: a recovery's calls count as the provider billed them."""
     tenant_id: str = Field(max_length=200)
     session_id: str = Field(max_length=200)
+    chat_id: str | None = Field(default=None, max_length=200)
+    """The session's id as its client knows it (what `GET /v1/usage` names)."""
     agent: str = Field(max_length=200)
     model: str = Field(max_length=200)
     input_tokens: int

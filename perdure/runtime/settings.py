@@ -23,6 +23,7 @@ from activities.providers.config import (
 )
 from perdure.domain.access import Rate, parse_origins
 from perdure.domain.names import DEFAULT_TASK_QUEUE, turn_workflow_id
+from perdure.domain.prices import PriceTable, load_prices
 from perdure.runtime.temporal_connection import TemporalConnectionConfigError, connection_options
 from storage.urls import default_sqlite_url
 
@@ -173,6 +174,9 @@ class Settings(BaseSettings):
     api_keys: ApiKeys | None = Field(default=None, alias="PERDURE_API_KEYS")
     """`key:tenant,key2:tenant2`, validated at start. With neither these nor an active key in the
     store (`perdure keys create`), there is no authentication: every caller is tenant `default`."""
+    prices: Annotated[PriceTable | None, NoDecode] = Field(default=None, alias="PERDURE_PRICES")
+    """A JSON file of prices per model (perdure/domain/prices.py): `GET /v1/usage` and each
+    answer's usage then say what the tokens cost. Unset: tokens only."""
     # Access
     rate_limit: Annotated[Rate | None, NoDecode] = Field(default=None, alias="PERDURE_RATE_LIMIT")
     """Submissions each tenant may create, e.g. `60/minute`: a token bucket per tenant in the
@@ -253,6 +257,11 @@ class Settings(BaseSettings):
     @classmethod
     def _rate(cls, value: object) -> object:
         return Rate.parse(value) if isinstance(value, str) else value
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _price_file(cls, value: object) -> object:
+        return load_prices(Path(value)) if isinstance(value, str | Path) else value
 
     @field_validator("cors_origins", mode="before")
     @classmethod

@@ -1,17 +1,48 @@
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from gateway.app import create_app
 from perdure.runtime.settings import ApiKeys
-from perdure.testing.stack import Stack
+from perdure.testing.stack import Stack, delete_stored_keys
 from storage.db import Database
 from storage.migrate import migrate
 from tests.databases import database_url
+
+Gateway = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+async def gateway(stack: Stack) -> AsyncIterator[Gateway]:
+    """Another gateway on the stack's store and Temporal, with settings of its own; every key
+    a test stored is deleted afterwards (any stored key, even revoked, closes the stack's open
+    gateway to the tests that follow)."""
+
+    @asynccontextmanager
+    async def opened(key: str | None = None, **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
+        configured = stack.settings.model_copy(update=settings)
+        app = create_app(services=dataclasses.replace(stack.services, settings=configured))
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url=stack.url, headers=headers, timeout=30
+        ) as client:
+            yield client
+
+    try:
+        yield opened
+    finally:
+        await delete_stored_keys(stack)
 
 
 @pytest.fixture

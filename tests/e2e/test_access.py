@@ -1,13 +1,9 @@
 """Access: API keys in the store beside PERDURE_API_KEYS, per-tenant rate limits that hold for
 every gateway on the store, agent allow-lists, and CORS for browser clients."""
 
-import dataclasses
 import hashlib
 import os
 import subprocess
-import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +12,6 @@ import pytest
 from sqlalchemy import text, update
 from sqlmodel import col
 
-from gateway.app import create_app
 from perdure.commands import cli
 from perdure.domain.access import Rate
 from perdure.runtime.settings import ApiKeys
@@ -26,35 +21,9 @@ from perdure.testing.stack import Stack, delete_stored_keys
 from storage.access_tables import RateBucketRow
 from storage.api_keys import create_key, revoke_key
 from storage.tenant_policies import set_policy
+from tests.e2e.conftest import Gateway, unique
 
 REPO = Path(__file__).parents[2]
-Gateway = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture
-async def gateway(stack: Stack) -> AsyncIterator[Gateway]:
-    """Another gateway on the stack's store and Temporal, with settings of its own; every key
-    a test stored is deleted afterwards (any stored key, even revoked, closes the stack's open
-    gateway to the tests that follow)."""
-
-    @asynccontextmanager
-    async def opened(key: str | None = None, **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
-        configured = stack.settings.model_copy(update=settings)
-        app = create_app(services=dataclasses.replace(stack.services, settings=configured))
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url=stack.url, headers=headers, timeout=30
-        ) as client:
-            yield client
-
-    try:
-        yield opened
-    finally:
-        await delete_stored_keys(stack)
 
 
 async def submit(client: httpx.AsyncClient, session: str, **options: Any) -> httpx.Response:

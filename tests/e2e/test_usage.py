@@ -3,11 +3,17 @@ totals end its stream, in the `finish` chunk's message metadata, and stay in the
 message."""
 
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import pytest
 
+from perdure.domain.prices import PriceTable
+from perdure.runtime.settings import ApiKeys
 from perdure.testing.chat_client import Streamed, send
+from perdure.testing.stack import Stack
+from tests.e2e.conftest import Gateway, unique
 
 
 def new_session() -> str:
@@ -48,3 +54,88 @@ async def test_a_turn_of_two_model_steps_counts_both(http: httpx.AsyncClient) ->
     # The second step reads the first step's call and result: more input than one step.
     assert two_steps["inputTokens"] > 2 * one_step["inputTokens"] - 1
     assert two_steps["outputTokens"] > 0
+
+
+TOKENS = ("inputTokens", "cachedInputTokens", "outputTokens", "reasoningTokens", "totalTokens")
+
+
+def totals(*usages: dict[str, Any]) -> dict[str, int]:
+    return {key: sum(usage[key] for usage in usages) for key in TOKENS}
+
+
+def tokens_of(row: dict[str, Any]) -> dict[str, int]:
+    return {key: row[key] for key in TOKENS}
+
+
+async def test_usage_sums_a_tenants_turns_by_session_and_prices_them(
+    stack: Stack, gateway: Gateway
+) -> None:
+    tenant, other = unique("usage"), unique("usage")
+    keys = ApiKeys.parse(f"usage-mine:{tenant},usage-theirs:{other}")
+    prices = PriceTable.model_validate({stack.settings.model: {"input": 2.0, "output": 8.0}})
+    one, two = unique("chat"), unique("chat")
+    async with (
+        gateway("usage-mine", api_keys=keys, prices=prices) as mine,
+        gateway("usage-theirs", api_keys=keys) as theirs,
+    ):
+        first = usage_of(await send(mine, one, "@count 3"))
+        second = usage_of(await send(mine, one, "@count 2"))
+        third = usage_of(await send(mine, two, "@count 4"))
+        await send(theirs, unique("chat"), "@count 5")
+        report = await mine.get("/v1/usage", params={"group_by": "session"})
+        their_report = (await theirs.get("/v1/usage")).json()
+
+    assert report.status_code == 200, report.text
+    body = report.json()
+    rows = {row["session"]: row for row in body["rows"]}
+    assert set(rows) == {one, two}
+    assert tokens_of(rows[one]) == totals(first, second)
+    assert tokens_of(rows[two]) == totals(third)
+    assert rows[one]["modelCalls"] == 2
+    assert tokens_of(body["total"]) == totals(first, second, third)
+    spent = totals(first, second, third)
+    assert body["total"]["costUsd"] == pytest.approx(
+        (spent["inputTokens"] * 2.0 + spent["outputTokens"] * 8.0) / 1e6
+    )
+    assert body["unpricedModels"] == []
+    assert their_report["total"]["modelCalls"] == 1  # only its own turn, and no price table
+    assert their_report["total"]["costUsd"] is None
+
+
+async def test_usage_is_summed_by_day_agent_and_model_within_the_range(
+    stack: Stack, gateway: Gateway
+) -> None:
+    tenant = unique("usage")
+    keys = ApiKeys.parse(f"usage-days:{tenant}")
+    async with gateway("usage-days", api_keys=keys) as client:
+        usage = usage_of(await send(client, unique("chat"), "@count 3"))
+        grouped = (await client.get("/v1/usage", params={"group_by": "day,agent,model"})).json()
+        later = await client.get("/v1/usage", params={"start": "2100-01-01T00:00:00Z"})
+
+    (row,) = grouped["rows"]
+    assert row["day"] == datetime.now(UTC).date().isoformat()
+    assert (row["agent"], row["model"]) == ("default", stack.settings.model)
+    assert row["session"] is None
+    assert tokens_of(row) == totals(usage)
+    assert later.status_code == 422  # the default end (now) is before that start
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"group_by": "tenant"}, "group_by"),
+        ({"group_by": "day,day"}, "group_by"),
+        ({"start": "2026-01-02", "end": "2026-01-01"}, "end"),
+        ({"start": "2020-01-01", "end": "2026-01-01"}, "start"),
+        ({"start": "yesterday"}, "start"),
+    ],
+)
+async def test_a_bad_usage_query_is_a_422_naming_its_field(
+    http: httpx.AsyncClient, params: dict[str, str], field: str
+) -> None:
+    response = await http.get("/v1/usage", params=params)
+
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert [problem["field"] for problem in error["problems"]] == [f"query.{field}"]

@@ -21,6 +21,7 @@ def upgrade() -> None:
         sa.Column("attempt", sa.Integer(), primary_key=True),
         sa.Column("tenant_id", sa.String(length=200), nullable=False),
         sa.Column("session_id", sa.String(length=200), nullable=False),
+        sa.Column("chat_id", sa.String(length=200), nullable=True),
         sa.Column("agent", sa.String(length=200), nullable=False),
         sa.Column("model", sa.String(length=200), nullable=False),
         sa.Column("input_tokens", sa.Integer(), nullable=False),
