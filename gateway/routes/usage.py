@@ -82,7 +82,10 @@ async def get_usage(
     try:
         groups = _groups(group_by)
         until = _moment(end, datetime.now(UTC))
-        since = _moment(start, until - DEFAULT_RANGE)
+        try:
+            since = _moment(start, until - DEFAULT_RANGE)
+        except OverflowError:
+            raise InvalidField("query.end", "too early for a range of its own") from None
         if until <= since:
             raise InvalidField("query.end", "must be after start")
         if until - since > MAX_RANGE:

@@ -139,3 +139,16 @@ async def test_a_bad_usage_query_is_a_422_naming_its_field(
     error = response.json()["error"]
     assert error["code"] == "invalid_request"
     assert [problem["field"] for problem in error["problems"]] == [f"query.{field}"]
+
+
+async def test_a_range_at_the_edge_of_time_is_refused_or_empty_never_a_server_error(
+    http: httpx.AsyncClient,
+) -> None:
+    too_early = await http.get("/v1/usage", params={"end": "0001-01-02T00:00:00Z"})
+    far = await http.get(
+        "/v1/usage", params={"start": "9999-12-01T00:00:00Z", "end": "9999-12-31T23:59:59Z"}
+    )
+
+    assert too_early.status_code == 422, too_early.text
+    assert far.status_code == 200, far.text
+    assert far.json()["total"]["modelCalls"] == 0
