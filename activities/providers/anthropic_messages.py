@@ -255,6 +255,56 @@ class _ToolUse:
     json_parts: list[str] = field(default_factory=list)
 
 
+_COUNTS = (
+    "input_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "output_tokens",
+)
+
+
+@dataclass
+class _Usage:
+    """A streamed message's usage, as Anthropic reports it.
+
+    `message_start`'s `message.usage` has the first counts; a `message_delta`'s `usage` has
+    cumulative ones ("The token counts shown in the `usage` field of the `message_delta` event
+    are cumulative", https://platform.claude.com/docs/en/build-with-claude/streaming; the API
+    reference's `MessageDeltaUsage`: "The cumulative number of …"), `output_tokens` always and
+    the input and cache counts when it has them: a count it has replaces the earlier one, one it
+    leaves out keeps it (as the SDK's own message accumulator does).
+
+    `input_tokens` leaves out what was read from or written to the prompt cache: "Total input
+    tokens in a request is the summation of `input_tokens`, `cache_creation_input_tokens`, and
+    `cache_read_input_tokens`" (the API reference's `Usage`;
+    https://platform.claude.com/docs/en/build-with-claude/prompt-caching#tracking-cache-performance);
+    either cache count may be absent or null. `output_tokens` includes the thinking; the
+    reference's `output_tokens_details.thinking_tokens` ("Number of output tokens the model
+    generated as internal reasoning … Always ≤ `output_tokens`") tells them apart when present."""
+
+    input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    output_tokens: int | None = None
+    thinking_tokens: int | None = None
+
+    def update(self, usage: Mapping[str, Any] | None) -> None:
+        counts = usage or {}
+        for name in _COUNTS:
+            if counts.get(name) is not None:
+                setattr(self, name, counts[name])
+        thinking = (counts.get("output_tokens_details") or {}).get("thinking_tokens")
+        if thinking is not None:
+            self.thinking_tokens = thinking
+
+    def total_input_tokens(self) -> int | None:
+        """Every input token the model read: uncached, written to the cache, read from it."""
+        if self.input_tokens is None:
+            return None
+        cache_writes = self.cache_creation_input_tokens or 0
+        return self.input_tokens + cache_writes + (self.cache_read_input_tokens or 0)
+
+
 @dataclass
 class _Reader:
     """Translates Anthropic stream events; remembers tool-use blocks, usage and stop reason."""
@@ -262,15 +312,14 @@ class _Reader:
     dedupe: WhitespaceDeduper
     trim: OverlapTrimmer
     tools: dict[int, _ToolUse] = field(default_factory=dict)
-    input_tokens: int | None = None
-    output_tokens: int | None = None
+    usage: _Usage = field(default_factory=_Usage)
     stop_reason: str | None = None
     stopped: bool = False
 
     def read(self, event: Mapping[str, Any]) -> list[ProviderEvent]:
         kind = event["type"]
         if kind == "message_start":
-            self.input_tokens = event["message"]["usage"]["input_tokens"]
+            self.usage.update(event["message"].get("usage"))
         elif kind == "content_block_start":
             block = event["content_block"]
             if block["type"] == "tool_use":
@@ -287,7 +336,7 @@ class _Reader:
                 return [ToolCallEnd(id=tool.id, name=tool.name, arguments=arguments)]
         elif kind == "message_delta":
             self.stop_reason = event["delta"].get("stop_reason") or self.stop_reason
-            self.output_tokens = event["usage"].get("output_tokens")
+            self.usage.update(event.get("usage"))
         elif kind == "message_stop":
             self.stopped = True
         return []
@@ -316,8 +365,10 @@ class _Reader:
     def finish(self) -> Finish:
         return Finish(
             reason=_STOP.get(self.stop_reason or "", "other"),
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
+            input_tokens=self.usage.total_input_tokens(),
+            cached_input_tokens=self.usage.cache_read_input_tokens,
+            output_tokens=self.usage.output_tokens,
+            reasoning_tokens=self.usage.thinking_tokens,
         )
 
 

@@ -191,10 +191,24 @@ class ToolCallAccumulator:
 
 
 def _finish(reason: str, usage: Mapping[str, Any] | None) -> Finish:
+    """The `Finish`, with the `usage` of the stream's last chunk (`stream_options.include_usage`:
+    "an additional chunk will be streamed before the `data: [DONE]` message", its `choices`
+    empty). `prompt_tokens` counts the cached tokens too (`prompt_tokens_details.cached_tokens`
+    of them), `completion_tokens` the reasoning ones (`completion_tokens_details`'s
+    `reasoning_tokens` of them); the chunk's `usage` in
+    https://developers.openai.com/api/reference/resources/chat/subresources/completions/streaming-events
+    and https://developers.openai.com/api/docs/guides/prompt-caching,
+    https://developers.openai.com/api/docs/guides/reasoning. OpenAI-compatible servers may
+    leave either details object out or null (vLLM does by default): its count is unknown."""
+    usage = usage or {}
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details") or {}
     return Finish(
         reason=_FINISH.get(reason, "other"),
-        input_tokens=usage.get("prompt_tokens") if usage else None,
-        output_tokens=usage.get("completion_tokens") if usage else None,
+        input_tokens=usage.get("prompt_tokens"),
+        cached_input_tokens=prompt_details.get("cached_tokens"),
+        output_tokens=usage.get("completion_tokens"),
+        reasoning_tokens=completion_details.get("reasoning_tokens"),
     )
 
 

@@ -130,11 +130,21 @@ def finish_of(response: Mapping[str, Any]) -> Finish:
         reason = _INCOMPLETE.get(details.get("reason") or "", "other")
     elif any(item.get("type") == "function_call" for item in response.get("output") or []):
         reason = "tool-calls"
+    # The Response's `usage`: `input_tokens` counts the cached tokens too
+    # (`input_tokens_details.cached_tokens` of them), `output_tokens` the reasoning ones
+    # (`output_tokens_details.reasoning_tokens` of them). The Response of `response.completed` in
+    # https://developers.openai.com/api/reference/resources/responses/streaming-events
+    # and https://developers.openai.com/api/docs/guides/prompt-caching,
+    # https://developers.openai.com/api/docs/guides/reasoning.
     usage = response.get("usage") or {}
+    input_details = usage.get("input_tokens_details") or {}
+    output_details = usage.get("output_tokens_details") or {}
     return Finish(
         reason=reason,
         input_tokens=usage.get("input_tokens"),
+        cached_input_tokens=input_details.get("cached_tokens"),
         output_tokens=usage.get("output_tokens"),
+        reasoning_tokens=output_details.get("reasoning_tokens"),
     )
 
 

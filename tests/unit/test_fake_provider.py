@@ -16,15 +16,17 @@ import pytest
 from openai.types.responses import ResponseCreatedEvent, ResponseStreamEvent
 
 from activities.providers.continuation_modes import CONTINUE_INSTRUCTION
-from perdure.testing.fakeprovider.anthropic import THINKING
+from perdure.testing.fakeprovider.anthropic import THINKING, THOUGHT_TOKENS
 from perdure.testing.fakeprovider.directives import Fault, ToolDirective, parse
 from perdure.testing.fakeprovider.script import (
     MARKDOWN_SAMPLE,
     continuation,
+    make_plan,
     repeating_continuation,
     words,
 )
 from perdure.testing.fakeprovider.server import FakeProvider
+from perdure.testing.fakeprovider.transcript import Transcript
 from tests.fakeprovider_fixtures import count_to, tag
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,6 +106,16 @@ def test_fault_directives_keep_their_order_options_and_budgets() -> None:
         Fault(kind="disconnect", after=4),
         Fault(kind="stall", after=1, times=2),
     ]
+
+
+def test_cached_is_parsed_out_of_the_text_and_at_most_the_input_tokens() -> None:
+    text = "@cached 50 hello"
+    directives = parse(text)
+
+    plan = make_plan(Transcript(user_text=text, input_tokens=3), directives)
+
+    assert (directives.text, directives.cached_tokens) == ("hello", 50)
+    assert plan.cached_input_tokens == 3
 
 
 def test_unknown_at_words_stay_in_the_text() -> None:
@@ -994,3 +1006,101 @@ async def test_a_reference_to_an_item_never_stored_is_a_404(fake_provider: FakeP
         )
 
     assert "Item with id 'rs_never' not found." in caught.value.message
+
+
+# -- usage, as each API reports it --------------------------------------------------------------
+
+
+async def final_chat_usage(fake: FakeProvider, **fields: Any) -> dict[str, Any]:
+    """The usage of the chunk a streamed chat completion ends with (`choices: []`), as sent."""
+    stream = await openai_sdk(fake).chat.completions.create(
+        stream=True, stream_options={"include_usage": True}, **fields
+    )
+    chunks = [chunk async for chunk in stream]
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert all(chunk.usage is None for chunk in chunks[:-1])
+    usage: dict[str, Any] = chunks[-1].usage.model_dump(exclude_unset=True)
+    return usage
+
+
+async def test_chat_usage_counts_cached_prompt_tokens_in_the_prompt_and_details_them(
+    fake_provider: FakeProvider,
+) -> None:
+    messages = [{"role": "user", "content": "@cached 3 @count 2"}]
+
+    usage = await final_chat_usage(fake_provider, model="gpt-4.1-mini", messages=messages)
+
+    assert usage == {
+        "prompt_tokens": 4,
+        "completion_tokens": 2,
+        "total_tokens": 6,
+        "prompt_tokens_details": {"cached_tokens": 3, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+
+
+async def test_a_chat_reasoning_request_counts_its_hidden_reasoning_in_completion_tokens(
+    fake_provider: FakeProvider,
+) -> None:
+    messages = [{"role": "user", "content": "@count 2"}]
+
+    usage = await final_chat_usage(
+        fake_provider, model="gpt-5.2", messages=messages, reasoning_effort="low"
+    )
+
+    assert usage["completion_tokens"] == 2 + THOUGHT_TOKENS
+    assert usage["completion_tokens_details"]["reasoning_tokens"] == THOUGHT_TOKENS
+    assert usage["total_tokens"] == 2 + 2 + THOUGHT_TOKENS
+
+
+async def test_responses_usage_details_cached_input_and_reasoning_tokens(
+    fake_provider: FakeProvider,
+) -> None:
+    stream = await openai_sdk(fake_provider).responses.create(
+        model="gpt-5.2", input="@cached 3 @count 2", reasoning={"effort": "low"}, stream=True
+    )
+    events = [event async for event in stream]
+
+    assert events[-1].type == "response.completed"
+    assert events[-1].response.usage is not None
+    assert events[-1].response.usage.model_dump(exclude_unset=True) == {
+        "input_tokens": 4,
+        "input_tokens_details": {"cached_tokens": 3, "cache_write_tokens": 0},
+        "output_tokens": 2 + THOUGHT_TOKENS,
+        "output_tokens_details": {"reasoning_tokens": THOUGHT_TOKENS},
+        "total_tokens": 4 + 2 + THOUGHT_TOKENS,
+    }
+
+
+async def test_anthropic_input_tokens_leave_out_cache_reads_at_start_and_in_the_cumulative_end(
+    fake_provider: FakeProvider,
+) -> None:
+    stream = await anthropic_sdk(fake_provider).messages.create(
+        model="claude-haiku-4-5",
+        max_tokens=4096,
+        thinking={"type": "enabled", "budget_tokens": 2048},
+        messages=[{"role": "user", "content": "@cached 3 @count 2"}],
+        stream=True,
+    )
+    events = [event async for event in stream]
+
+    start = next(e for e in events if e.type == "message_start")
+    end = next(e for e in events if e.type == "message_delta")
+    input_counts = {
+        "input_tokens": 1,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 3,
+    }
+    assert start.message.usage.model_dump(exclude_unset=True) == {
+        **input_counts,
+        "output_tokens": 1,
+    }
+    assert end.usage.model_dump(exclude_unset=True) == {
+        **input_counts,
+        "output_tokens": 2 + THOUGHT_TOKENS,
+    }

@@ -1,7 +1,16 @@
-"""`anthropic:<model>`: the Messages adapter, through the real SDK against the fake provider."""
+"""`anthropic:<model>`: the Messages adapter, through the real SDK against the fake provider
+(or, for what the fake does not send, a recorded stream)."""
 
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anthropic
+import httpx2
 import pytest
+from pydantic import SecretStr
 
+from activities.providers import anthropic_messages as adapter
 from activities.providers.anthropic_messages import (
     AnthropicMessagesProvider,
     WhitespaceDeduper,
@@ -54,7 +63,108 @@ async def test_streams_text_word_by_word_then_finishes_with_usage(
         " good",
         " morning",
     ]
-    assert events[-1] == Finish(reason="stop", input_tokens=4, output_tokens=4)
+    assert events[-1] == Finish(
+        reason="stop", input_tokens=4, cached_input_tokens=0, output_tokens=4
+    )
+
+
+async def test_a_prompt_read_from_the_cache_counts_in_the_input_tokens(
+    provider: AnthropicMessagesProvider,
+) -> None:
+    events = await collect(provider, ask("@cached 3 good morning", system="Be kind."))
+
+    assert events[-1] == Finish(
+        reason="stop", input_tokens=6, cached_input_tokens=3, output_tokens=4
+    )
+
+
+def replaying(
+    monkeypatch: pytest.MonkeyPatch, start: dict[str, Any], delta: dict[str, Any]
+) -> AnthropicMessagesProvider:
+    """A provider whose requests are answered with a recorded stream: "Hi", with `start` as
+    `message_start`'s usage and `delta` as `message_delta`'s."""
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "usage": start}
+    text = {"type": "text_delta", "text": "Hi"}
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": message},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": text},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": delta},
+        {"type": "message_stop"},
+    ]
+    body = b"".join(
+        f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode() for event in events
+    )
+
+    async def stream() -> AsyncIterator[bytes]:
+        yield body
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, content=stream(), headers={"content-type": "text/event-stream"})
+
+    http = anthropic.DefaultAsyncHttpxClient(transport=httpx2.MockTransport(handler))
+    client = anthropic.AsyncAnthropic(
+        api_key="k", base_url="http://provider.test", max_retries=0, http_client=http
+    )
+    monkeypatch.setattr(adapter, "anthropic_client", lambda config, relayed=False: client)
+    config = ProviderConfig(anthropic_api_key=SecretStr("k"))
+    return AnthropicMessagesProvider("claude-haiku-4-5", config=config)
+
+
+async def test_anthropic_input_tokens_include_cache_reads_and_writes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    start = {
+        "input_tokens": 9,
+        "cache_creation_input_tokens": 287,
+        "cache_read_input_tokens": 30433,
+        "output_tokens": 1,
+    }
+    served = replaying(monkeypatch, start, {"output_tokens": 67})
+
+    events = await collect(served, ask("hello"))
+
+    assert events[-1] == Finish(
+        reason="stop", input_tokens=9 + 287 + 30433, cached_input_tokens=30433, output_tokens=67
+    )
+
+
+async def test_message_delta_usage_is_cumulative_and_replaces_message_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    start = {
+        "input_tokens": 472,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 2,
+    }
+    delta = {
+        "input_tokens": 10682,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 2048,
+        "output_tokens": 510,
+    }
+    served = replaying(monkeypatch, start, delta)
+
+    events = await collect(served, ask("hello"))
+
+    assert events[-1] == Finish(
+        reason="stop", input_tokens=10682 + 2048, cached_input_tokens=2048, output_tokens=510
+    )
+
+
+async def test_thinking_tokens_are_reported_where_the_api_tells_them_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    delta = {"output_tokens": 510, "output_tokens_details": {"thinking_tokens": 380}}
+    served = replaying(monkeypatch, {"input_tokens": 25, "output_tokens": 1}, delta)
+
+    events = await collect(served, ask("hello"))
+
+    assert events[-1] == Finish(
+        reason="stop", input_tokens=25, output_tokens=510, reasoning_tokens=380
+    )
 
 
 async def test_a_tool_use_block_is_reported_as_start_deltas_end(

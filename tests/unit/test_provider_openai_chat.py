@@ -1,7 +1,16 @@
-"""`openai:<model>`: the Chat Completions adapter, through the real SDK against the fake provider."""
+"""`openai:<model>`: the Chat Completions adapter, through the real SDK against the fake provider
+(or, for what the fake does not send, a recorded stream)."""
 
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import openai
 import pytest
+from pydantic import SecretStr
 
+from activities.providers import openai_chat
 from activities.providers.base import ModelRequest, ProviderError
 from activities.providers.config import ProviderConfig
 from activities.providers.continuation_modes import CONTINUE_INSTRUCTION, Continuation
@@ -15,6 +24,7 @@ from perdure.domain.provider_events import (
     ToolCallEnd,
     ToolCallStart,
 )
+from perdure.testing.fakeprovider.anthropic import THOUGHT_TOKENS
 from perdure.testing.fakeprovider.server import FakeProvider
 from tests.fakeprovider_fixtures import (
     collect,
@@ -57,7 +67,77 @@ async def test_streams_text_word_by_word_then_finishes_with_usage(
         " hello",
         " world",
     ]
-    assert events[-1] == Finish(reason="stop", input_tokens=2, output_tokens=4)
+    assert events[-1] == Finish(
+        reason="stop", input_tokens=2, cached_input_tokens=0, output_tokens=4, reasoning_tokens=0
+    )
+
+
+async def test_usage_counts_cached_input_and_reasoning_tokens_as_openai_reports_them(
+    provider: OpenAIChatProvider,
+) -> None:
+    request = ask("@cached 3 hello world", thinking=ThinkingOptions(effort="low"))
+
+    events = await collect(provider, request)
+
+    assert events[-1] == Finish(
+        reason="stop",
+        input_tokens=4,
+        cached_input_tokens=3,
+        output_tokens=4 + THOUGHT_TOKENS,
+        reasoning_tokens=THOUGHT_TOKENS,
+    )
+
+
+def replaying(monkeypatch: pytest.MonkeyPatch, chunks: list[dict[str, Any]]) -> OpenAIChatProvider:
+    """A provider whose requests are answered with `chunks`, streamed, then `[DONE]`."""
+    body = b"".join(f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks)
+
+    async def stream() -> AsyncIterator[bytes]:
+        yield body + b"data: [DONE]\n\n"
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, content=stream(), headers={"content-type": "text/event-stream"})
+
+    http = openai.DefaultAsyncHttpxClient(transport=httpx2.MockTransport(handler))
+    client = openai.AsyncOpenAI(
+        api_key="k", base_url="http://provider.test/v1", max_retries=0, http_client=http
+    )
+    monkeypatch.setattr(openai_chat, "openai_client", lambda config, relayed=False: client)
+    config = ProviderConfig(openai_api_key=SecretStr("k"))
+    return OpenAIChatProvider("served-model", config=config)
+
+
+def chunk(choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"id": "c", "object": "chat.completion.chunk", "choices": choices, "usage": usage}
+
+
+@pytest.mark.parametrize(
+    "details",
+    [{}, {"prompt_tokens_details": None, "completion_tokens_details": None}],
+    ids=["absent", "null"],
+)
+async def test_usage_without_details_leaves_cached_and_reasoning_unknown(
+    monkeypatch: pytest.MonkeyPatch, details: dict[str, Any]
+) -> None:
+    usage = {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10, **details}
+    served = replaying(
+        monkeypatch,
+        [
+            chunk([{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}]),
+            chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+            chunk([], usage),
+        ],
+    )
+
+    events = await collect(served, ask("hello"))
+
+    assert events[-1] == Finish(
+        reason="stop",
+        input_tokens=9,
+        cached_input_tokens=None,
+        output_tokens=1,
+        reasoning_tokens=None,
+    )
 
 
 async def test_a_tool_call_is_reported_as_start_deltas_end(provider: OpenAIChatProvider) -> None:

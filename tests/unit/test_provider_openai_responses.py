@@ -28,6 +28,7 @@ from perdure.domain.provider_events import (
     ToolCallEnd,
     ToolCallStart,
 )
+from perdure.testing.fakeprovider.anthropic import THOUGHT_TOKENS
 from perdure.testing.fakeprovider.server import FakeProvider
 from tests.fakeprovider_fixtures import (
     collect,
@@ -66,7 +67,25 @@ async def test_text_streams_with_a_cursor_for_every_event(
     assert text_of(events) == "You said: hello world"
     cursors = [e.sequence_number for e in events if isinstance(e, ResponseCursor)]
     assert cursors == list(range(len(cursors)))
-    assert events[-1] == Finish(reason="stop", input_tokens=2, output_tokens=4)
+    assert events[-1] == Finish(
+        reason="stop", input_tokens=2, cached_input_tokens=0, output_tokens=4, reasoning_tokens=0
+    )
+
+
+async def test_usage_counts_cached_input_and_reasoning_tokens_as_openai_reports_them(
+    provider: OpenAIResponsesProvider,
+) -> None:
+    request = ask("@cached 3 hello world", thinking=ThinkingOptions(effort="low"))
+
+    events = await collect(provider, request)
+
+    assert events[-1] == Finish(
+        reason="stop",
+        input_tokens=4,
+        cached_input_tokens=3,
+        output_tokens=4 + THOUGHT_TOKENS,
+        reasoning_tokens=THOUGHT_TOKENS,
+    )
 
 
 async def test_a_cursor_follows_the_text_it_covers(provider: OpenAIResponsesProvider) -> None:

@@ -35,6 +35,9 @@ from perdure.testing.fakeprovider.transcript import Transcript, from_anthropic
 _STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 THINKING = "Let me work out what is asked, then answer it."
 """What the fake model thinks, when thinking is enabled."""
+THOUGHT_TOKENS = len(words(THINKING))
+"""The output tokens its thinking counts for (a word a token, as its answers are counted), in
+every API's usage: Anthropic's `output_tokens`, OpenAI's `reasoning_tokens`."""
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -79,6 +82,24 @@ def _thinking_frames(signature: str, shown: bool) -> list[Frame]:
     return frames
 
 
+def _input_usage(plan: Plan) -> dict[str, int]:
+    """The input counts of a message's `usage`: `input_tokens` are the ones neither read from
+    nor written to the prompt cache ("Total input tokens in a request is the summation of
+    `input_tokens`, `cache_creation_input_tokens`, and `cache_read_input_tokens`", the API
+    reference's `Usage`; https://platform.claude.com/docs/en/build-with-claude/prompt-caching
+    #tracking-cache-performance). The fake writes nothing to a cache.
+
+    `message_start` carries them, and so does the final `message_delta`, whose counts are
+    cumulative (https://platform.claude.com/docs/en/build-with-claude/streaming, its
+    `message_delta` usage repeating the input and cache counts; the SDK's `MessageDeltaUsage`:
+    "The cumulative number of ...")."""
+    return {
+        "input_tokens": plan.input_tokens - plan.cached_input_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": plan.cached_input_tokens,
+    }
+
+
 def message_frames(
     plan: Plan, model: str, thinking: bool = False, shown: bool = True
 ) -> list[Frame]:
@@ -90,7 +111,7 @@ def message_frames(
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
-        "usage": {"input_tokens": plan.input_tokens, "output_tokens": 1},
+        "usage": {**_input_usage(plan), "output_tokens": 1},
     }
     frames = [Frame(_event({"type": "message_start", "message": message}))]
     frames.append(Frame(_event({"type": "ping"})))
@@ -123,8 +144,8 @@ def message_frames(
             )
         frames.append(Frame(_event({"type": "content_block_stop", "index": offset})))
     stop = {"stop_reason": _STOP_REASON[plan.finish], "stop_sequence": None}
-    thought = len(words(THINKING)) if thinking else 0
-    usage = {"output_tokens": plan.output_tokens + thought}
+    thought = THOUGHT_TOKENS if thinking else 0
+    usage = {**_input_usage(plan), "output_tokens": plan.output_tokens + thought}
     frames.append(Frame(_event({"type": "message_delta", "delta": stop, "usage": usage})))
     frames.append(Frame(_event({"type": "message_stop"})))
     return frames

@@ -6,6 +6,11 @@ Every directive is a token starting with `@`; unknown `@words` stay part of the 
     @markdown                     answer MARKDOWN_SAMPLE (a list and a fenced code block)
     @delay MS                     sleep MS ms before every content delta
     @ttft MS                      sleep MS ms before the first content delta
+    @cached N                     the provider reports N of the prompt's input tokens as read
+                                  from its prompt cache (at most the input tokens), in each
+                                  API's own usage fields; the vLLM route reports none (as vLLM
+                                  by default), nor does the DeepSeek one (its
+                                  `prompt_cache_hit_tokens` is not modelled)
     @tool NAME {json args}        call tool NAME (args: a JSON object, rest of the line)
     @parallel                     call all pending tools in one step
     @fail STATUS [retry-after=S] [retry-after-ms=MS] [xK]
@@ -55,6 +60,7 @@ class Directives:
     markdown: bool = False
     delay_ms: int = 0
     ttft_ms: int = 0
+    cached_tokens: int = 0
     tools: list[ToolDirective] = field(default_factory=list)
     parallel: bool = False
     faults: list[Fault] = field(default_factory=list)
@@ -143,6 +149,8 @@ def parse(user_text: str) -> Directives:
                 found["delay_ms"] = tokens.int_arg(0)
             elif token == "@ttft":
                 found["ttft_ms"] = tokens.int_arg(0)
+            elif token == "@cached":
+                found["cached_tokens"] = tokens.int_arg(0)
             elif token == "@tool" and (name := tokens.next()) is not None:
                 found["tools"].append(ToolDirective(name=name, arguments=tokens.json_object()))
             elif token == "@parallel":

@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from perdure.testing.fakeprovider import rules
+from perdure.testing.fakeprovider.anthropic import THOUGHT_TOKENS
 from perdure.testing.fakeprovider.directives import Fault, parse
 from perdure.testing.fakeprovider.gate import Rejection, screen
 from perdure.testing.fakeprovider.openai_common import openai_error, openai_stream_fault
@@ -46,7 +47,47 @@ _VLLM_BOTH = "Cannot set both `continue_final_message` and `add_generation_promp
 _FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls"}
 
 
-def chat_frames(plan: Plan, model: str, include_usage: bool) -> list[Frame]:
+def chat_usage(plan: Plan, reasoning_tokens: int, details: bool) -> dict[str, Any]:
+    """The last chunk's `usage`: `prompt_tokens` counts the cached tokens too, and
+    `completion_tokens` the reasoning ones (`rejected_prediction_tokens` are, "like reasoning
+    tokens, … still counted in the total completion tokens", the API reference's
+    `CompletionTokensDetails`;
+    https://developers.openai.com/api/reference/resources/chat/subresources/completions/streaming-events,
+    https://developers.openai.com/api/docs/guides/prompt-caching,
+    https://developers.openai.com/api/docs/guides/reasoning). OpenAI sends both details
+    objects, zeros included, "all requests … will display a `cached_tokens` field" (the prompt
+    caching guide). vLLM sends neither unless started with `--enable-prompt-tokens-details`
+    (vllm-project/vllm#16162), and this fake's vLLM runs with the defaults; its DeepSeek sends
+    neither either (DeepSeek's own `prompt_cache_hit_tokens` is not modelled)."""
+    completion_tokens = plan.output_tokens + reasoning_tokens
+    usage: dict[str, Any] = {
+        "prompt_tokens": plan.input_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": plan.input_tokens + completion_tokens,
+    }
+    if details:
+        usage["prompt_tokens_details"] = {
+            "cached_tokens": plan.cached_input_tokens,
+            "audio_tokens": 0,
+        }
+        usage["completion_tokens_details"] = {
+            "reasoning_tokens": reasoning_tokens,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        }
+    return usage
+
+
+def chat_frames(
+    plan: Plan,
+    model: str,
+    include_usage: bool,
+    reasoning_tokens: int = 0,
+    usage_details: bool = True,
+) -> list[Frame]:
+    """The stream of chunks; with `include_usage`, a last chunk with `choices: []` and the
+    `usage` (`chat_usage`) before `[DONE]`, every other chunk carrying `usage: null`."""
     completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     created = int(time.time())
 
@@ -75,11 +116,7 @@ def chat_frames(plan: Plan, model: str, include_usage: bool) -> list[Frame]:
         ]
     frames.append(Frame(chunk({}, _FINISH[plan.finish])))
     if include_usage:
-        usage = {
-            "prompt_tokens": plan.input_tokens,
-            "completion_tokens": plan.output_tokens,
-            "total_tokens": plan.input_tokens + plan.output_tokens,
-        }
+        usage = chat_usage(plan, reasoning_tokens, usage_details)
         frames.append(
             Frame(
                 sse(
@@ -120,6 +157,13 @@ def _continuing(
     if transcript.partial is not None:
         return Continuing(transcript.partial, repeat=True)
     return None
+
+
+def _reasoning_tokens(flavour: Flavour, body: dict[str, Any]) -> int:
+    """A reasoning model asked for an effort reasons (the request passed
+    `rules.chat_reasoning_effort`, so the model takes one) and, as Chat Completions does, keeps
+    its reasoning to itself: it shows only in the usage."""
+    return THOUGHT_TOKENS if flavour == "openai" and body.get("reasoning_effort") else 0
 
 
 class ChatRoutes:
@@ -166,7 +210,13 @@ class ChatRoutes:
             return vllm_error(verdict) if flavour == "vllm" else openai_error(verdict)
         plan = make_plan(transcript, directives, _continuing(flavour, body, transcript))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        frames = chat_frames(plan, str(body.get("model", "")), include_usage)
+        frames = chat_frames(
+            plan,
+            str(body.get("model", "")),
+            include_usage,
+            reasoning_tokens=_reasoning_tokens(flavour, body),
+            usage_details=flavour == "openai",
+        )
         return FrameStream(
             schedule(frames, record.started_at, plan.delay_s, plan.ttft_s),
             state=self.state,

@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from perdure.testing.fakeprovider import rules
-from perdure.testing.fakeprovider.anthropic import THINKING
+from perdure.testing.fakeprovider.anthropic import THINKING, THOUGHT_TOKENS
 from perdure.testing.fakeprovider.directives import Fault, parse
 from perdure.testing.fakeprovider.gate import Rejection, screen
 from perdure.testing.fakeprovider.openai_common import openai_error, openai_stream_fault
@@ -43,13 +43,21 @@ SYNCHRONOUS_CANCEL = "Cannot cancel a synchronous response."
 it (vLLM and SGLang `cancel_responses`); OpenAI documents the rule, not its message."""
 
 
-def _usage(plan: Plan) -> dict[str, Any]:
+def _usage(plan: Plan, reasoning_tokens: int) -> dict[str, Any]:
+    """The response's `usage`: `input_tokens` counts the cached ones too, `output_tokens` the
+    reasoning ones (https://developers.openai.com/api/reference/resources/responses/streaming-events,
+    the Response object's `usage`; https://developers.openai.com/api/docs/guides/prompt-caching;
+    https://developers.openai.com/api/docs/guides/reasoning)."""
+    output_tokens = plan.output_tokens + reasoning_tokens
     return {
         "input_tokens": plan.input_tokens,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-        "output_tokens": plan.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": plan.input_tokens + plan.output_tokens,
+        "input_tokens_details": {
+            "cached_tokens": plan.cached_input_tokens,
+            "cache_write_tokens": 0,
+        },
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+        "total_tokens": plan.input_tokens + output_tokens,
     }
 
 
@@ -173,18 +181,24 @@ def response_events(plan: Plan, response_id: str, body: dict[str, Any]) -> list[
     build.emit("response.created", response=build.response(first))
     build.emit("response.in_progress", response=build.response("in_progress"))
     reasoning = body.get("reasoning")
+    reasoning_tokens = 0
     if isinstance(reasoning, dict) and reasoning.get("effort"):
         build.reasoning(summary=reasoning.get("summary") in ("auto", "concise", "detailed"))
+        reasoning_tokens = THOUGHT_TOKENS
     if plan.text_chunks or not plan.tool_calls:
         build.message(plan.text_chunks, complete=plan.finish != "length")
     for call in plan.tool_calls:
         build.function_call(call.key, call.name, call.chunks)
     if plan.finish == "length":
         details = {"reason": "max_output_tokens"}
-        final = build.response("incomplete", incomplete_details=details, usage=_usage(plan))
+        final = build.response(
+            "incomplete", incomplete_details=details, usage=_usage(plan, reasoning_tokens)
+        )
         build.emit("response.incomplete", response=final)
     else:
-        final = build.response("completed", usage=_usage(plan), completed_at=int(time.time()))
+        final = build.response(
+            "completed", usage=_usage(plan, reasoning_tokens), completed_at=int(time.time())
+        )
         build.emit("response.completed", response=final)
     return [
         ({**event, "sequence_number": seq}, is_delta)

@@ -33,6 +33,8 @@ class Plan:
     delay_s: float
     ttft_s: float
     input_tokens: int
+    cached_input_tokens: int = 0
+    """How many of `input_tokens` the provider reports as read from its prompt cache (`@cached`)."""
 
     @property
     def text(self) -> str:
@@ -176,4 +178,5 @@ def make_plan(
         delay_s=directives.delay_ms / 1000,
         ttft_s=directives.ttft_ms / 1000,
         input_tokens=transcript.input_tokens,
+        cached_input_tokens=min(directives.cached_tokens, transcript.input_tokens),
     )
