@@ -1,5 +1,5 @@
-"""Access at the gateway: who may submit what (allowed agents, rate limits) and which browser
-origins may call it (CORS). Authentication itself is in gateway/deps.py."""
+"""Access at the gateway: who may submit what (allowed agents, rate limits, token budgets) and
+which browser origins may call it (CORS). Authentication itself is in gateway/deps.py."""
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -9,7 +9,7 @@ from gateway.errors import error_response
 from gateway.request_id import REQUEST_ID_HEADER
 from perdure.runtime.settings import Settings
 from storage.db import Database
-from storage.errors import AgentNotAllowed, RateLimited
+from storage.errors import AgentNotAllowed, BudgetExhausted, RateLimited
 from storage.tenant_policies import TenantLimits, limits_for
 
 CORS_REQUEST_HEADERS = [
@@ -49,7 +49,8 @@ def install_access(app: FastAPI, settings: Settings) -> None:
         return error_response(403, error.code, str(error))
 
     @app.exception_handler(RateLimited)
-    async def _rate(_: Request, error: RateLimited) -> JSONResponse:
+    @app.exception_handler(BudgetExhausted)
+    async def _rate(_: Request, error: RateLimited | BudgetExhausted) -> JSONResponse:
         return error_response(
             429,
             error.code,

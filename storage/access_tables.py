@@ -1,6 +1,7 @@
-"""Tables of access control (migration 0011): API keys, tenant policies, rate buckets."""
+"""Tables of access control (migration 0011): API keys, tenant policies (their token budgets:
+migration 0015), rate buckets."""
 
-from sqlalchemy import JSON, Column
+from sqlalchemy import JSON, BigInteger, Column
 from sqlmodel import Field, SQLModel
 
 
@@ -33,6 +34,11 @@ class TenantPolicyRow(SQLModel, table=True):
     """The agents the tenant may talk to; None: all of them."""
     rate_limit: str | None = Field(default=None, max_length=32)
     """`30/minute` (domain.access.Rate), `unlimited`, or None: PERDURE_RATE_LIMIT applies."""
+    daily_tokens: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    """The tenant's tokens (input + output) of a UTC day past which a new submission is refused
+    (migration 0015); None: no daily budget."""
+    monthly_tokens: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    """The same over a calendar month (UTC); None: no monthly budget."""
     updated_at: float
 
 

@@ -29,3 +29,13 @@ class RateLimited(StoreError):
     def __init__(self, message: str, *, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class BudgetExhausted(StoreError):
+    """The tenant has used its daily or monthly token budget (storage/tenant_policies.py)."""
+
+    code = "budget_exhausted"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

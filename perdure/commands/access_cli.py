@@ -23,11 +23,20 @@ from storage.api_keys import (
 )
 from storage.db import Database
 from storage.migrate import migrate
-from storage.tenant_policies import KEEP, UNLIMITED, get_policy, list_policies, set_policy
+from storage.tenant_policies import (
+    KEEP,
+    MAX_TOKEN_BUDGET,
+    UNLIMITED,
+    get_policy,
+    list_policies,
+    set_policy,
+)
 
 ACCESS_COMMANDS = frozenset({"keys", "tenants"})
 DEFAULT_RATE = "default"
 """`--rate default`: the tenant's own rate is dropped, PERDURE_RATE_LIMIT applies."""
+NO_BUDGET = "none"
+"""`--daily-tokens none`, `--monthly-tokens none`: the tenant has no such budget."""
 
 
 def _out(text: str) -> None:
@@ -67,6 +76,20 @@ def _rate(value: str) -> str:
         raise argparse.ArgumentTypeError(f"{error}, or {UNLIMITED}, or {DEFAULT_RATE}") from None
 
 
+def _budget(value: str) -> int | str:
+    if value == NO_BUDGET:
+        return value
+    try:
+        tokens = int(value)
+    except ValueError:
+        tokens = 0
+    if not 1 <= tokens <= MAX_TOKEN_BUDGET:
+        raise argparse.ArgumentTypeError(
+            f"a token budget is a positive whole number of tokens, or {NO_BUDGET}"
+        ) from None
+    return tokens
+
+
 def add_access_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     keys = commands.add_parser("keys", help="API keys in the store: create, list, revoke")
     key_commands = keys.add_subparsers(dest="keys_command", required=True)
@@ -78,7 +101,9 @@ def add_access_commands(commands: "argparse._SubParsersAction[argparse.ArgumentP
     revoke = key_commands.add_parser("revoke", help="refuse a key from the next request on")
     revoke.add_argument("id", help="the key's id, as `list` shows it")
 
-    tenants = commands.add_parser("tenants", help="tenant policies: allowed agents and rate limits")
+    tenants = commands.add_parser(
+        "tenants", help="tenant policies: allowed agents, rate limits, token budgets"
+    )
     tenant_commands = tenants.add_subparsers(dest="tenants_command", required=True)
     change = tenant_commands.add_parser(
         "set", help="change a tenant's policy (what is not given stays)"
@@ -98,6 +123,19 @@ def add_access_commands(commands: "argparse._SubParsersAction[argparse.ArgumentP
         help=f"e.g. 30/minute; {UNLIMITED} (no limit for this tenant); {DEFAULT_RATE} "
         "(PERDURE_RATE_LIMIT applies)",
     )
+    change.add_argument(
+        "--daily-tokens",
+        type=_budget,
+        metavar="N",
+        help="the tenant's tokens (input + output) of a UTC day past which its new "
+        f"submissions are refused (429 budget_exhausted); {NO_BUDGET}: no daily budget",
+    )
+    change.add_argument(
+        "--monthly-tokens",
+        type=_budget,
+        metavar="N",
+        help=f"the same over a calendar month (UTC); {NO_BUDGET}: no monthly budget",
+    )
     show = tenant_commands.add_parser("show", help="a tenant's policy, as it applies")
     show.add_argument("tenant", type=_tenant)
     tenant_commands.add_parser("list", help="the tenants that have a policy")
@@ -115,8 +153,12 @@ def main(argv: list[str] | None = None) -> None:
 
 def run_access_command(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "tenants" and args.tenants_command == "set":
-        if args.agents is None and not args.all_agents and args.rate is None:
-            _err("perdure tenants set: give --agents, --all-agents or --rate")
+        given = (args.agents, args.rate, args.daily_tokens, args.monthly_tokens)
+        if not args.all_agents and all(option is None for option in given):
+            _err(
+                "perdure tenants set: give --agents, --all-agents, --rate, --daily-tokens "
+                "or --monthly-tokens"
+            )
             return 2
     url = settings.resolved_database_url()
     migrate(url)  # as every command does on start
@@ -183,7 +225,13 @@ async def _keys(args: argparse.Namespace, db: Database) -> int:
     return 0
 
 
-def _describe(tenant: str, row: TenantPolicyRow | None, settings: Settings) -> tuple[str, str]:
+def _tokens(budget: int | None) -> str:
+    return str(budget) if budget is not None else NO_BUDGET
+
+
+def _describe(
+    tenant: str, row: TenantPolicyRow | None, settings: Settings
+) -> tuple[str, str, str, str]:
     agents = ", ".join(row.allowed_agents) if row and row.allowed_agents is not None else "all"
     own = row.rate_limit if row is not None else None
     if own is not None:
@@ -192,14 +240,16 @@ def _describe(tenant: str, row: TenantPolicyRow | None, settings: Settings) -> t
         rate = f"{settings.rate_limit} (PERDURE_RATE_LIMIT)"
     else:
         rate = "unlimited (PERDURE_RATE_LIMIT is unset)"
-    return agents, rate
+    daily = _tokens(row.daily_tokens if row is not None else None)
+    monthly = _tokens(row.monthly_tokens if row is not None else None)
+    return agents, rate, daily, monthly
 
 
 async def _tenants(args: argparse.Namespace, db: Database, settings: Settings) -> int:
     if args.tenants_command == "list":
         rows = await list_policies(db)
         _table(
-            ("TENANT", "AGENTS", "RATE"),
+            ("TENANT", "AGENTS", "RATE", "DAILY TOKENS", "MONTHLY TOKENS"),
             [(row.tenant_id, *_describe(row.tenant_id, row, settings)) for row in rows],
         )
         return 0
@@ -212,8 +262,25 @@ async def _tenants(args: argparse.Namespace, db: Database, settings: Settings) -
         rate: str | None | object = KEEP
         if args.rate is not None:
             rate = None if args.rate == DEFAULT_RATE else args.rate
-        await set_policy(db, args.tenant, allowed_agents=agents, rate_limit=rate)
+        await set_policy(
+            db,
+            args.tenant,
+            allowed_agents=agents,
+            rate_limit=rate,
+            daily_tokens=_budget_change(args.daily_tokens),
+            monthly_tokens=_budget_change(args.monthly_tokens),
+        )
     row = await get_policy(db, args.tenant)
-    allowed, rate_text = _describe(args.tenant, row, settings)
-    _out(f"tenant  {args.tenant}\nagents  {allowed}\nrate    {rate_text}")
+    allowed, rate_text, daily, monthly = _describe(args.tenant, row, settings)
+    _out(
+        f"tenant          {args.tenant}\nagents          {allowed}\nrate            {rate_text}\n"
+        f"daily tokens    {daily}\nmonthly tokens  {monthly}"
+    )
     return 0
+
+
+def _budget_change(option: int | str | None) -> int | None | object:
+    """What `set_policy` is given for a `--daily-tokens`/`--monthly-tokens` option."""
+    if option is None:
+        return KEEP
+    return None if option == NO_BUDGET else option

@@ -1,4 +1,5 @@
-"""Model usage: one row per model call's attempt, and each tenant's tokens per day.
+"""Model usage: one row per model call's attempt, each tenant's tokens per day, and the
+tenants' daily and monthly token budgets (tenant_policies).
 
 Revision ID: 0015
 Revises: 0014
@@ -38,9 +39,15 @@ def upgrade() -> None:
         sa.Column("day", sa.String(length=10), primary_key=True),
         sa.Column("tokens", sa.BigInteger(), nullable=False),
     )
+    with op.batch_alter_table("tenant_policies") as batch:
+        batch.add_column(sa.Column("daily_tokens", sa.BigInteger(), nullable=True))
+        batch.add_column(sa.Column("monthly_tokens", sa.BigInteger(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("tenant_policies") as batch:
+        batch.drop_column("monthly_tokens")
+        batch.drop_column("daily_tokens")
     op.drop_table("tenant_usage_days")
     op.drop_index("ix_model_usage_tenant_at", table_name="model_usage")
     op.drop_table("model_usage")
