@@ -75,6 +75,8 @@ def step_result(
     calls: list[MadeCall],
     finish_reason: str,
     next_step: int,
+    *,
+    budget_reached: bool = False,
 ) -> ModelStepResult:
     """The step's result: what the workflow runs next (each call, and how it waits)."""
     refs: list[ToolCallRef] = []
@@ -100,4 +102,5 @@ def step_result(
         max_steps=agent.max_steps,
         next_step=next_step,
         model=model,
+        budget_reached=budget_reached,
     )

@@ -16,7 +16,7 @@ from perdure.domain.repair import settled_parts_only
 from perdure.domain.storage_hygiene import for_storage
 from perdure.domain.turn_chunks import closing_chunks
 from perdure.domain.ui import Chunk
-from perdure.domain.usage import Usage
+from perdure.domain.usage import BUDGET, Usage
 from perdure.recovery import ExhaustedContext
 from perdure.telemetry import metrics
 from perdure.turn_control.lifecycle import SubmissionLifecycle
@@ -49,6 +49,8 @@ class TurnFinisher:
         message_id = turn.assistant_message_id
         agent = self._agents.resolve(turn.agent) if turn.agent in self._agents.names() else None
         terminal_message = (agent.recovery if agent else RecoveryPolicy()).terminal_message
+        if turn.finish_reason == BUDGET and not turn.exhausted:
+            terminal_message = agent.budget_message if agent else Agent.budget_message
         if turn.outcome == "skipped" and recorded is not None and recorded.error:
             turn = turn.model_copy(update={"error_text": recorded.error})
         closed_turn = turn

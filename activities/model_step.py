@@ -58,7 +58,7 @@ from storage.step_inputs import StepInputs, read_step_inputs
 from storage.submissions import save_stash
 from storage.tables import SubmissionRow
 from storage.tenant_policies import agent_limits
-from storage.usage import StepUsage
+from storage.usage import StepUsage, turn_usage
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,14 @@ class ModelStepActivity:
             pending = pending_tool_calls(state)
             reason = "tool-calls" if pending else "stop"
             return step_result(
-                agent, model, tools, client_tools, pending, reason, steplog.reduction.steps
+                agent,
+                model,
+                tools,
+                client_tools,
+                pending,
+                reason,
+                steplog.reduction.steps,
+                budget_reached=await self._over_budget(agent, submission.id),
             )
         state = await self._step_opened(agent, step, steplog)
         log_step = steplog.reduction.steps - 1
@@ -205,7 +212,24 @@ class ModelStepActivity:
         if recovering:
             await self._recovery.completed(submission)
         reason = chunker.finish.reason if chunker.finish else "other"
-        return step_result(agent, model, tools, client_tools, made, reason, log_step + 1)
+        return step_result(
+            agent,
+            model,
+            tools,
+            client_tools,
+            made,
+            reason,
+            log_step + 1,
+            budget_reached=await self._over_budget(agent, submission.id),
+        )
+
+    async def _over_budget(self, agent: Agent, submission_id: str) -> bool:
+        """Whether the turn's calls so far (this step's included: its usage went in with its
+        last chunks) have used the agent's `max_turn_tokens`."""
+        if agent.max_turn_tokens is None:
+            return False
+        used = await self._db.read_sync(lambda session: turn_usage(session, submission_id))
+        return used is not None and used.total >= agent.max_turn_tokens
 
     async def _open(
         self,

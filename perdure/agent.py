@@ -48,6 +48,14 @@ class Agent:
     None uses PERDURE_MODEL."""
     system_prompt: ClassVar[str] = "You are a helpful assistant."
     max_steps: ClassVar[int] = 10
+    """Model steps a turn may take: a turn whose last step still calls tools ends with
+    `finishReason` `budget` (in its message metadata) after running them."""
+    max_turn_tokens: ClassVar[int | None] = None
+    """Tokens (input + output, every recovery attempt counted) a turn's model calls may use:
+    once a step passes it, the turn ends there with `budget`, its partial kept. None: no
+    limit. docs/usage.md."""
+    budget_message: ClassVar[str] = "This turn reached its budget and stopped here."
+    """The text that ends a turn stopped by `max_steps` or `max_turn_tokens`."""
     max_output_tokens: ClassVar[int] = 4096
     recovery: ClassVar[RecoveryPolicy] = RecoveryPolicy()
     hook_timeout: ClassVar[timedelta] = timedelta(seconds=30)

@@ -402,3 +402,18 @@ class RewritesHistoryAgent(ChatCompletionsAgent):
             {"id": "boot-note", "role": "user", "parts": [{"type": "text", "text": BOOT_NOTE}]}
         )
         return ctx.default.model_copy(update={"chain": [note, *ctx.default.chain]})
+
+
+class TokenBudgetAgent(CountingToolsAgent):
+    """Any model step uses its whole token budget: a step that calls tools ends the turn."""
+
+    name = "token-budget"
+    max_turn_tokens = 1
+    budget_message = "Out of tokens for this turn."
+
+
+class OneStepAgent(CountingToolsAgent):
+    """One model step a turn: its tool calls run, then the turn ends on its budget."""
+
+    name = "one-step"
+    max_steps = 1

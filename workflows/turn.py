@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         WaitRef,
     )
     from perdure.domain.turn_labels import STATUS, TurnStatus, search_attributes
+    from perdure.domain.usage import BUDGET
     from workflows import _policies as policies
 
 
@@ -290,6 +291,8 @@ class TurnWorkflow:
             self._stop_at_boundary()
             if not result.tool_calls:
                 return result.finish_reason
+            if result.budget_reached:
+                return BUDGET  # the calls stay unrun: no model would read their results
             # On a stop, gather cancels every tool activity and returns only once each has
             # acknowledged (WAIT_CANCELLATION_COMPLETED): nothing writes after `finish`.
             await self._run_tools(turn, [call for call in result.tool_calls if not call.wait])
@@ -299,7 +302,7 @@ class TurnWorkflow:
                 await self._run_tools(turn, await self._park(turn, waits))
                 self._stop_at_boundary()
             if self._steps >= result.max_steps:
-                return "tool-calls"
+                return BUDGET
 
     def _step_summary(self, turn: TurnInput) -> str:
         """The model is known once a step has run (only the worker resolves an agent's)."""

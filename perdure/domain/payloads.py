@@ -66,6 +66,9 @@ class ModelStepResult(BaseModel):
     Histories recorded before the rename carry it as `log_steps`."""
     model: str | None = None
     """The model the agent ran (`openai:gpt-4.1-mini`): named in the next steps' summaries."""
+    budget_reached: bool = False
+    """The turn's model calls have used the agent's `max_turn_tokens`: its tool calls are not
+    run, and the turn ends with `budget`."""
 
 
 class RunToolInput(BaseModel):

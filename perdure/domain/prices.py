@@ -6,14 +6,9 @@ model spec as agents name them. Perdure ships no prices: providers change them, 
 deployment knows its contract. Reasoning tokens are output tokens (every provider bills them
 so); cached input is billed at `cached_input` (default: `input`)."""
 
-import json
-from pathlib import Path
-
-from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from perdure.domain.usage import Usage
-
-MAX_PRICE_FILE_BYTES = 1_000_000
 
 
 class ModelPrice(BaseModel):
@@ -36,20 +31,3 @@ class PriceTable(RootModel[dict[str, ModelPrice]]):
         """In US dollars; None for a model the table does not price."""
         price = self.root.get(model)
         return None if price is None else price.cost(usage)
-
-
-def load_prices(path: Path) -> PriceTable:
-    """The table in `path`; ValueError saying what is wrong with it."""
-    try:
-        if path.stat().st_size > MAX_PRICE_FILE_BYTES:
-            raise ValueError(f"{path} is over {MAX_PRICE_FILE_BYTES} bytes")
-        return PriceTable.model_validate(json.loads(path.read_text()))
-    except OSError as error:
-        raise ValueError(f"cannot read the price table {path}: {error.strerror}") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(f"the price table {path} is not JSON: {error}") from None
-    except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
-        )
-        raise ValueError(f"the price table {path}: {problems}") from None

@@ -5,7 +5,7 @@ from perdure.domain.reducer import reduce_chunks
 from perdure.domain.repair import default_repair, is_tool_part, repair_chunks, unsettled_tool_parts
 from perdure.domain.step_state import StepState
 from perdure.domain.ui import Chunk
-from perdure.domain.usage import Usage
+from perdure.domain.usage import BUDGET, Usage
 
 
 def start_chunk(message_id: str, submission_id: str) -> Chunk:
@@ -47,6 +47,7 @@ _UNSETTLED_BECAUSE = {
     "skipped": "The turn was skipped before the tool call returned a result.",
     "error": "The turn ended with an error before the tool call returned a result.",
     "exhausted": "The turn could not recover before the tool call returned a result.",
+    BUDGET: "The turn reached its budget before the tool call ran.",
     "completed": "The turn ended before the tool call returned a result.",
 }
 
@@ -67,9 +68,11 @@ def settle_open_tool_calls(logged: list[Chunk], reason: str) -> list[Chunk]:
 def closing_chunks(
     logged: list[Chunk], turn: FinishTurnInput, terminal_message: str, usage: Usage | None = None
 ) -> list[Chunk]:
-    """The chunks that end the log, unless an earlier attempt already ended it. `usage`, the
-    turn's model calls' totals, goes in the message's metadata: on the `finish` chunk, or on
-    a `message-metadata` chunk before any other ending."""
+    """The chunks that end the log, unless an earlier attempt already ended it.
+
+    `terminal_message` ends the answer of a turn that could not recover, or that used its
+    budget. `usage`, the turn's model calls' totals, goes in the message's metadata: on the
+    `finish` chunk, or on a `message-metadata` chunk before any other ending."""
     reduction = reduce_chunks(logged)
     if reduction.terminal is not None and not reduction.parked:
         return []
@@ -77,26 +80,32 @@ def closing_chunks(
     if not logged or reduction.parked:
         # A parked turn's stream ended at its park: the ending is a continuation of its own.
         closing.append(start_chunk(turn.assistant_message_id, turn.submission_id))
-    ending = "exhausted" if turn.exhausted else turn.outcome
+    completed = turn.outcome == "completed" and not turn.exhausted
+    budget = completed and turn.finish_reason == BUDGET
+    ending = "exhausted" if turn.exhausted else BUDGET if budget else turn.outcome
     closing += settle_open_tool_calls(logged, _UNSETTLED_BECAUSE[ending])
     if reduction.open_text_id is not None:
         closing.append({"type": "text-end", "id": reduction.open_text_id})
     if reduction.step_open:
         closing.append({"type": "finish-step"})
-    metadata = {"usage": usage.metadata()} if usage is not None else None
-    completed = turn.outcome == "completed" and not turn.exhausted
-    if metadata is not None and not completed:
+    metadata: dict[str, object] = {"usage": usage.metadata()} if usage is not None else {}
+    if metadata and not completed:
         closing.append({"type": "message-metadata", "messageMetadata": metadata})
-    if turn.exhausted:
+    if turn.exhausted or budget:
         closing += [
             {"type": "text-start", "id": "terminal"},
             {"type": "text-delta", "id": "terminal", "delta": terminal_message},
             {"type": "text-end", "id": "terminal"},
-            {"type": "error", "errorText": terminal_message},
         ]
+    if turn.exhausted:
+        closing.append({"type": "error", "errorText": terminal_message})
+    elif budget:
+        # `budget` is no finish reason the AI SDK accepts on the chunk (perdure.domain.usage).
+        metadata["finishReason"] = BUDGET
+        closing.append({"type": "finish", "finishReason": "other", "messageMetadata": metadata})
     elif completed:
         finish: Chunk = {"type": "finish", "finishReason": turn.finish_reason or "stop"}
-        if metadata is not None:
+        if metadata:
             finish["messageMetadata"] = metadata
         closing.append(finish)
     elif turn.outcome == "aborted":

@@ -5,6 +5,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+BUDGET = "budget"
+"""The reason a turn ends when it used its agent's `max_steps` or `max_turn_tokens`. The AI SDK
+accepts only its own finish reasons on a `finish` chunk (a `useChat` client refuses any other),
+so the chunk says `other`, and the message metadata's `finishReason` says `budget`."""
+
 
 class Usage(BaseModel):
     """Tokens, with one meaning across providers (`perdure.domain.provider_events.Finish`):

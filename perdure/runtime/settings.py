@@ -23,7 +23,8 @@ from activities.providers.config import (
 )
 from perdure.domain.access import Rate, parse_origins
 from perdure.domain.names import DEFAULT_TASK_QUEUE, turn_workflow_id
-from perdure.domain.prices import PriceTable, load_prices
+from perdure.domain.prices import PriceTable
+from perdure.runtime.price_file import load_prices
 from perdure.runtime.temporal_connection import TemporalConnectionConfigError, connection_options
 from storage.urls import default_sqlite_url
 
