@@ -2,6 +2,7 @@
 at each intake, so every gateway refuses a tenant that used its budget (429 budget_exhausted,
 Retry-After until the budget resets) and a policy change holds at once."""
 
+import asyncio
 import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -18,6 +19,18 @@ from perdure.testing.stack import Stack
 from storage.db import Database
 from storage.tenant_policies import get_policy, set_policy
 from tests.e2e.conftest import Gateway, unique
+
+MARGIN_SECONDS = 60.0
+"""Longer than any spec here takes."""
+
+
+@pytest.fixture(autouse=True)
+async def clear_of_a_utc_midnight() -> None:
+    """Budgets reset at 00:00 UTC: a spec that would cross it waits until it has passed, so
+    the tokens it uses and the check that refuses them fall on one day (and one month)."""
+    left = seconds_until(datetime.now(UTC).date() + timedelta(days=1))
+    if left < MARGIN_SECONDS:
+        await asyncio.sleep(left + 1)
 
 
 async def submit(client: httpx.AsyncClient, session: str) -> httpx.Response:
