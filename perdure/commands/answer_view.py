@@ -106,6 +106,22 @@ def error_line(error_text: str) -> LineBlock:
     return LineBlock(f"✗ error: {error_text}", style="bold red")
 
 
+def usage_line(metadata: dict[str, Any]) -> LineBlock | None:
+    """What the turn's model calls used, from its message metadata (docs/usage.md); None
+    when the metadata says nothing of it."""
+    usage = mapping(metadata.get("usage"))
+    if not usage:
+        return None
+    inputs, outputs = usage.get("inputTokens", 0), usage.get("outputTokens", 0)
+    cached, reasoning = usage.get("cachedInputTokens", 0), usage.get("reasoningTokens", 0)
+    line = f"· {usage.get('totalTokens', inputs + outputs):,} tokens: {inputs:,} in"
+    line += f" ({cached:,} cached)" if cached else ""
+    line += f", {outputs:,} out" + (f" ({reasoning:,} reasoning)" if reasoning else "")
+    if metadata.get("finishReason") == "budget":
+        line += " · the turn used its budget"
+    return LineBlock(line, style="dim")
+
+
 def recovery_line(data: dict[str, Any]) -> LineBlock:
     attempt, most = data.get("attempt"), data.get("maxAttempts")
     of = f" (attempt {attempt} of {most})" if attempt and most else ""
@@ -160,6 +176,10 @@ class Answer:
             self.blocks.append(stopped_line(chunk.get("reason")))
         elif kind == "error":
             self.blocks.append(error_line(str(chunk.get("errorText", "the turn failed"))))
+        if kind in ("finish", "message-metadata"):
+            used = usage_line(mapping(chunk.get("messageMetadata")))
+            if used is not None:
+                self.blocks.append(used)
 
     def renderable(self, since: int = 0) -> RenderableType:
         shown = [block.render() for block in self.blocks[since:]]
@@ -283,6 +303,9 @@ def message_blocks(message: dict[str, Any]) -> list[Block]:
         blocks.append(stopped_line(None))
     elif metadata.get("status") == "error":
         blocks.append(LineBlock("✗ the turn ended in an error", style="bold red"))
+    used = usage_line(metadata)
+    if used is not None:
+        blocks.append(used)
     return blocks
 
 

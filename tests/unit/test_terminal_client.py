@@ -10,7 +10,7 @@ import httpx
 from rich.console import Console
 from rich.text import Text
 
-from perdure.commands.answer_view import Answer, LineBlock, Tail, TextBlock
+from perdure.commands.answer_view import Answer, LineBlock, Tail, TextBlock, message_blocks
 from perdure.commands.gateway_client import error_of
 from perdure.commands.sse_events import EventReader, StreamEvent
 
@@ -166,3 +166,52 @@ def test_an_error_that_is_not_the_gateways_says_its_status_and_first_line() -> N
     error = error_of(httpx.Response(502, text="Bad Gateway\n<html>…</html>"))
 
     assert str(error) == "HTTP 502: Bad Gateway"
+
+
+USAGE = {
+    "inputTokens": 1200,
+    "cachedInputTokens": 1024,
+    "outputTokens": 80,
+    "reasoningTokens": 30,
+    "totalTokens": 1280,
+}
+
+
+def test_a_finished_answer_ends_with_what_it_used() -> None:
+    answer = fold(
+        {"type": "text-start", "id": "t"},
+        {"type": "text-delta", "id": "t", "delta": "done"},
+        {"type": "finish", "finishReason": "stop", "messageMetadata": {"usage": USAGE}},
+    )
+
+    assert shown(answer)[-1] == "· 1,280 tokens: 1,200 in (1,024 cached), 80 out (30 reasoning)"
+
+
+def test_an_answer_that_used_its_budget_says_so_beside_its_usage() -> None:
+    metadata = {"usage": {**USAGE, "cachedInputTokens": 0}, "finishReason": "budget"}
+    answer = fold({"type": "finish", "finishReason": "other", "messageMetadata": metadata})
+
+    assert shown(answer) == [
+        "· 1,280 tokens: 1,200 in, 80 out (30 reasoning) · the turn used its budget"
+    ]
+
+
+def test_a_stopped_answer_shows_what_it_used_before_it_stopped() -> None:
+    answer = fold(
+        {"type": "message-metadata", "messageMetadata": {"usage": USAGE}},
+        {"type": "abort", "reason": "user-cancelled"},
+    )
+
+    assert shown(answer) == [
+        "· 1,280 tokens: 1,200 in (1,024 cached), 80 out (30 reasoning)",
+        "■ stopped",
+    ]
+
+
+def test_a_stored_answer_shows_its_usage_under_it() -> None:
+    message = {"role": "assistant", "parts": [{"type": "text", "text": "hi"}]}
+    blocks = message_blocks({**message, "metadata": {"usage": USAGE}})
+
+    assert blocks[-1] == LineBlock(
+        "· 1,280 tokens: 1,200 in (1,024 cached), 80 out (30 reasoning)", style="dim"
+    )
