@@ -37,6 +37,19 @@ async def test_a_sent_message_is_answered_on_the_page(chat: ChatPage) -> None:
     assert chat.problems == [], "\n".join(chat.problems)
 
 
+async def test_an_answer_shows_what_its_turn_used_live_and_after_a_reload(chat: ChatPage) -> None:
+    await chat.open()
+
+    await chat.send("@count 5 @cached 4")
+
+    usage = chat.answers.last.locator(".usage")
+    await expect(usage).to_have_text(re.compile(r"^\d+ tokens: \d+ in \(4 cached\), 5 out$"))
+    live = await usage.text_content()
+    await chat.page.reload()
+    await expect(chat.answers.last.locator(".usage")).to_have_text(live or "")
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
 async def test_a_reload_mid_answer_shows_the_answer_finish_exactly_once(chat: ChatPage) -> None:
     await chat.open()
     await chat.send("@count 30 @delay 100")

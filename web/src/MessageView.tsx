@@ -3,7 +3,7 @@
 import { isToolUIPart } from 'ai';
 import { useEffect, useState } from 'react';
 
-import { api, type ChatMessage, type Sibling } from './api';
+import { api, type ChatMessage, type Sibling, type Usage } from './api';
 import { Markdown } from './Markdown';
 import { ToolPart, type ToolAnswers } from './ToolPart';
 
@@ -109,6 +109,9 @@ export function MessageView({
           {status && STATUS_LABELS[status] && (
             <p className={`status status-${status}`}>{STATUS_LABELS[status]}</p>
           )}
+          {message.role === 'assistant' && message.metadata?.usage && (
+            <UsageLine usage={message.metadata.usage} budget={message.metadata.finishReason === 'budget'} />
+          )}
         </div>
       )}
       {!editing && (
@@ -137,6 +140,22 @@ export function MessageView({
         </div>
       )}
     </article>
+  );
+}
+
+const count = (tokens: number) => tokens.toLocaleString('en-US');
+
+/** What the turn used, under its answer: tokens in (cached) and out (reasoning). */
+function UsageLine({ usage, budget }: { usage: Usage; budget: boolean }) {
+  const cached = usage.cachedInputTokens ? ` (${count(usage.cachedInputTokens)} cached)` : '';
+  const reasoning = usage.reasoningTokens ? ` (${count(usage.reasoningTokens)} reasoning)` : '';
+  return (
+    <p className="usage">
+      {count(usage.totalTokens)} tokens: {count(usage.inputTokens)} in{cached}, {count(usage.outputTokens)}{' '}
+      out
+      {reasoning}
+      {budget && ' · the turn used its budget'}
+    </p>
   );
 }
 

@@ -8,6 +8,18 @@ import { authorizedFetch } from './auth';
 export type MessageMetadata = {
   submissionId?: string;
   status?: 'completed' | 'aborted' | 'error' | 'streaming' | 'waiting';
+  /** What the turn's model calls used (docs/usage.md), once it ended. */
+  usage?: Usage;
+  /** `budget` when the turn ended on its agent's budget. */
+  finishReason?: string;
+};
+
+export type Usage = {
+  inputTokens: number;
+  cachedInputTokens: number;
+  outputTokens: number;
+  reasoningTokens: number;
+  totalTokens: number;
 };
 
 export type ChatMessage = UIMessage<MessageMetadata>;
