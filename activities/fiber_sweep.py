@@ -62,7 +62,12 @@ async def _repair(
     kind = kinds.get((fiber.agent, fiber.name))
     if state == "missing" and fiber.status == "pending" and kind is not None:
         await start_fiber_workflow(
-            client, fiber_id=fiber.id, kind=kind, task_queue=task_queue, eager=False
+            client,
+            fiber_id=fiber.id,
+            tenant_id=fiber.tenant_id,
+            kind=kind,
+            task_queue=task_queue,
+            eager=False,
         )
         sweep.started.append(fiber.id)
         return

@@ -23,6 +23,7 @@ from perdure.domain.schedules import (
     occurrence_message_id,
     occurrence_text,
 )
+from perdure.domain.turn_priority import SCHEDULED_MESSAGE_SOURCE
 from perdure.domain.ui import UIMessage
 from perdure.turn_control.lifecycle import NewSubmission, SubmissionLifecycle
 from storage.concurrency import SessionBusy
@@ -58,7 +59,7 @@ class ScheduledPromptActivity:
                 "role": "user",
                 "parts": [{"type": "text", "text": schedule.prompt}],
                 "metadata": {
-                    "source": "schedule",
+                    "source": SCHEDULED_MESSAGE_SOURCE,
                     "scheduleId": schedule.id,
                     "occurrence": occurrence,
                 },

@@ -39,6 +39,9 @@ class TenantPolicyRow(SQLModel, table=True):
     (migration 0015); None: no daily budget."""
     monthly_tokens: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     """The same over a calendar month (UTC); None: no monthly budget."""
+    fairness_weight: float | None = None
+    """The tenant's share of a backlogged task queue against others' (Temporal fairness,
+    migration 0016); None: 1.0, as every tenant's."""
     updated_at: float
 
 

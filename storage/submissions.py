@@ -358,6 +358,7 @@ async def _submit_once(
             regenerates=options.regenerate or options.continue_last or None,
             edit_of=options.edit_of,
             branch_point=branch_point,
+            fairness_weight=options.limits.fairness_weight if options.limits else None,
         )
         chat.next_queue_seq += 1
         session.add(submission)

@@ -107,6 +107,9 @@ class SubmissionRow(SQLModel, table=True):
     """An edit of this user message: the new message becomes its sibling (a new branch)."""
     branch_point: str | None = Field(default=None, max_length=200)
     """With `edit_of`: the parent the edited message had (None: it was the first)."""
+    fairness_weight: float | None = None
+    """The tenant's fairness weight when the submission was recorded: its turn starts with it
+    (perdure/domain/turn_priority.py); None: Temporal's default."""
     not_before: float | None = None
     """`debounce`: the turn starts no earlier than this (later submissions push it back by
     taking this one's messages over)."""

@@ -13,9 +13,11 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from sqlalchemy import select as select_columns
 from sqlmodel import Session, col, select
 
 from perdure.domain.access import Rate, checked_tenant
+from perdure.domain.turn_priority import checked_weight
 from storage.access_tables import TenantPolicyRow
 from storage.db import Database
 from storage.errors import AgentNotAllowed, BudgetExhausted
@@ -45,6 +47,8 @@ class TenantLimits:
     """The tenant's tokens of a UTC day past which it is refused; None: no daily budget."""
     monthly_tokens: int | None = None
     """The same over a calendar month (UTC); None: no monthly budget."""
+    fairness_weight: float | None = None
+    """The tenant's share of a backlogged task queue; None: Temporal's default (1.0)."""
 
     def usable(self, agents: Iterable[str]) -> list[str]:
         """Those of `agents` the tenant may use, sorted: what a refusal may name to it."""
@@ -119,6 +123,7 @@ class _Policy:
     rate_limit: str | None
     daily_tokens: int | None
     monthly_tokens: int | None
+    fairness_weight: float | None
 
 
 def rate_of(row: _Policy | None, default: Rate | None) -> Rate | None:
@@ -134,17 +139,22 @@ async def get_policy(db: Database, tenant_id: str) -> TenantPolicyRow | None:
 
 async def _checked_policy(db: Database, tenant_id: str) -> _Policy | None:
     """One read by primary key, on every submission (no ORM session: `read_connection`)."""
-    statement = select(
-        TenantPolicyRow.allowed_agents,
-        TenantPolicyRow.rate_limit,
-        TenantPolicyRow.daily_tokens,
-        TenantPolicyRow.monthly_tokens,
+    statement = select_columns(
+        col(TenantPolicyRow.allowed_agents),
+        col(TenantPolicyRow.rate_limit),
+        col(TenantPolicyRow.daily_tokens),
+        col(TenantPolicyRow.monthly_tokens),
+        col(TenantPolicyRow.fairness_weight),
     ).where(col(TenantPolicyRow.tenant_id) == tenant_id)
     row = await db.read_connection(lambda connection: connection.execute(statement).first())
     if row is None:
         return None
     return _Policy(
-        allowed_agents=row[0], rate_limit=row[1], daily_tokens=row[2], monthly_tokens=row[3]
+        allowed_agents=row[0],
+        rate_limit=row[1],
+        daily_tokens=row[2],
+        monthly_tokens=row[3],
+        fairness_weight=row[4],
     )
 
 
@@ -158,6 +168,7 @@ async def limits_for(db: Database, tenant_id: str, default_rate: Rate | None) ->
         rate=rate_of(policy, default_rate),
         daily_tokens=policy.daily_tokens if policy is not None else None,
         monthly_tokens=policy.monthly_tokens if policy is not None else None,
+        fairness_weight=policy.fairness_weight if policy is not None else None,
     )
 
 
@@ -166,7 +177,11 @@ async def agent_limits(db: Database, tenant_id: str) -> TenantLimits:
     prompt's occurrence), which neither the rate limit nor the token budgets check (its
     tokens still count towards them, for the tenant's next request)."""
     policy = await _checked_policy(db, tenant_id)
-    return TenantLimits(tenant_id=tenant_id, allowed_agents=_allowed_agents(policy))
+    return TenantLimits(
+        tenant_id=tenant_id,
+        allowed_agents=_allowed_agents(policy),
+        fairness_weight=policy.fairness_weight if policy is not None else None,
+    )
 
 
 def _allowed_agents(policy: _Policy | None) -> frozenset[str] | None:
@@ -188,10 +203,12 @@ async def set_policy(
     rate_limit: str | None | object = KEEP,
     daily_tokens: int | None | object = KEEP,
     monthly_tokens: int | None | object = KEEP,
+    fairness_weight: float | None | object = KEEP,
 ) -> TenantPolicyRow:
     """Change what is given, keep the rest. `allowed_agents` None allows every agent;
     `rate_limit` is a `Rate` text, `unlimited`, or None (PERDURE_RATE_LIMIT applies);
-    `daily_tokens` and `monthly_tokens` are positive token budgets, or None (no budget)."""
+    `daily_tokens` and `monthly_tokens` are positive token budgets, or None (no budget);
+    `fairness_weight` is from 0.001 to 1000, or None (1.0)."""
     checked_tenant(tenant_id)
     if isinstance(rate_limit, str) and rate_limit != UNLIMITED:
         rate_limit = str(Rate.parse(rate_limit))
@@ -200,6 +217,10 @@ async def set_policy(
             raise ValueError(
                 f"{name} is a whole number of tokens from 1 to {MAX_TOKEN_BUDGET}, or None"
             )
+    if isinstance(fairness_weight, int | float) and not isinstance(fairness_weight, bool):
+        fairness_weight = checked_weight(float(fairness_weight))
+    elif fairness_weight is not KEEP and fairness_weight is not None:
+        raise ValueError("fairness_weight is a number from 0.001 to 1000, or None")
     async with db.write() as session:
         row = await session.get(TenantPolicyRow, tenant_id, with_for_update=True)
         if row is None:
@@ -212,6 +233,8 @@ async def set_policy(
             row.daily_tokens = daily_tokens  # type: ignore[assignment]
         if monthly_tokens is not KEEP:
             row.monthly_tokens = monthly_tokens  # type: ignore[assignment]
+        if fairness_weight is not KEEP:
+            row.fairness_weight = fairness_weight  # type: ignore[assignment]
         row.updated_at = now()
         session.add(row)
         return row

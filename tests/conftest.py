@@ -8,7 +8,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from perdure.domain.turn_labels import TURN_ATTRIBUTES
-from perdure.runtime.temporal_dev import temporal_binary
+from perdure.runtime.temporal_dev import FAIRNESS_SETTING, temporal_binary
 from perdure.testing.stack import Stack, running_stack
 from tests.databases import database_url
 from tests.fakeprovider_fixtures import (  # noqa: F401 - shared fixtures
@@ -41,6 +41,8 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
         ui=False,
         dev_server_log_level="error",
         search_attributes=TURN_ATTRIBUTES,
+        # As `perdure dev` starts it (temporal-dev.yml).
+        dev_server_extra_args=["--dynamic-config-value", f"{FAIRNESS_SETTING}=true"],
     )
     yield env
     await env.shutdown()

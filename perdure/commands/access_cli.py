@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from perdure.commands.configuration import configured
 from perdure.domain.access import Rate, checked_tenant, parse_agents
+from perdure.domain.turn_priority import MAX_FAIRNESS_WEIGHT, MIN_FAIRNESS_WEIGHT, checked_weight
 from perdure.runtime.settings import Settings
 from storage.access_tables import TenantPolicyRow
 from storage.api_keys import (
@@ -35,6 +36,8 @@ from storage.tenant_policies import (
 ACCESS_COMMANDS = frozenset({"keys", "tenants"})
 DEFAULT_RATE = "default"
 """`--rate default`: the tenant's own rate is dropped, PERDURE_RATE_LIMIT applies."""
+DEFAULT_WEIGHT = "default"
+"""`--weight default`: the tenant's turns weigh 1.0, as every tenant's."""
 NO_BUDGET = "none"
 """`--daily-tokens none`, `--monthly-tokens none`: the tenant has no such budget."""
 
@@ -90,6 +93,18 @@ def _budget(value: str) -> int | str:
     return tokens
 
 
+def _weight(value: str) -> float | str:
+    if value == DEFAULT_WEIGHT:
+        return value
+    try:
+        return checked_weight(float(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a fairness weight is a number from {MIN_FAIRNESS_WEIGHT} to "
+            f"{MAX_FAIRNESS_WEIGHT:g}, or {DEFAULT_WEIGHT}"
+        ) from None
+
+
 def add_access_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     keys = commands.add_parser("keys", help="API keys in the store: create, list, revoke")
     key_commands = keys.add_subparsers(dest="keys_command", required=True)
@@ -136,6 +151,14 @@ def add_access_commands(commands: "argparse._SubParsersAction[argparse.ArgumentP
         metavar="N",
         help=f"the same over a calendar month (UTC); {NO_BUDGET}: no monthly budget",
     )
+    change.add_argument(
+        "--weight",
+        type=_weight,
+        metavar="W",
+        help="the tenant's share of a backlogged task queue against other tenants' (Temporal "
+        f"fairness weight, {MIN_FAIRNESS_WEIGHT}-{MAX_FAIRNESS_WEIGHT:g}) for its new turns; "
+        f"{DEFAULT_WEIGHT}: 1.0",
+    )
     show = tenant_commands.add_parser("show", help="a tenant's policy, as it applies")
     show.add_argument("tenant", type=_tenant)
     tenant_commands.add_parser("list", help="the tenants that have a policy")
@@ -153,11 +176,11 @@ def main(argv: list[str] | None = None) -> None:
 
 def run_access_command(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "tenants" and args.tenants_command == "set":
-        given = (args.agents, args.rate, args.daily_tokens, args.monthly_tokens)
+        given = (args.agents, args.rate, args.daily_tokens, args.monthly_tokens, args.weight)
         if not args.all_agents and all(option is None for option in given):
             _err(
-                "perdure tenants set: give --agents, --all-agents, --rate, --daily-tokens "
-                "or --monthly-tokens"
+                "perdure tenants set: give --agents, --all-agents, --rate, --daily-tokens, "
+                "--monthly-tokens or --weight"
             )
             return 2
     url = settings.resolved_database_url()
@@ -231,7 +254,7 @@ def _tokens(budget: int | None) -> str:
 
 def _describe(
     tenant: str, row: TenantPolicyRow | None, settings: Settings
-) -> tuple[str, str, str, str]:
+) -> tuple[str, str, str, str, str]:
     agents = ", ".join(row.allowed_agents) if row and row.allowed_agents is not None else "all"
     own = row.rate_limit if row is not None else None
     if own is not None:
@@ -242,14 +265,15 @@ def _describe(
         rate = "unlimited (PERDURE_RATE_LIMIT is unset)"
     daily = _tokens(row.daily_tokens if row is not None else None)
     monthly = _tokens(row.monthly_tokens if row is not None else None)
-    return agents, rate, daily, monthly
+    weight = row.fairness_weight if row is not None else None
+    return agents, rate, daily, monthly, f"{weight:g}" if weight is not None else DEFAULT_WEIGHT
 
 
 async def _tenants(args: argparse.Namespace, db: Database, settings: Settings) -> int:
     if args.tenants_command == "list":
         rows = await list_policies(db)
         _table(
-            ("TENANT", "AGENTS", "RATE", "DAILY TOKENS", "MONTHLY TOKENS"),
+            ("TENANT", "AGENTS", "RATE", "DAILY TOKENS", "MONTHLY TOKENS", "WEIGHT"),
             [(row.tenant_id, *_describe(row.tenant_id, row, settings)) for row in rows],
         )
         return 0
@@ -269,14 +293,28 @@ async def _tenants(args: argparse.Namespace, db: Database, settings: Settings) -
             rate_limit=rate,
             daily_tokens=_budget_change(args.daily_tokens),
             monthly_tokens=_budget_change(args.monthly_tokens),
+            fairness_weight=(
+                KEEP
+                if args.weight is None
+                else None
+                if args.weight == DEFAULT_WEIGHT
+                else args.weight
+            ),
         )
     row = await get_policy(db, args.tenant)
-    allowed, rate_text, daily, monthly = _describe(args.tenant, row, settings)
+    allowed, rate_text, daily, monthly, weight = _describe(args.tenant, row, settings)
     _out(
         f"tenant          {args.tenant}\nagents          {allowed}\nrate            {rate_text}\n"
-        f"daily tokens    {daily}\nmonthly tokens  {monthly}"
+        f"daily tokens    {daily}\nmonthly tokens  {monthly}\nweight          {weight}"
     )
     return 0
+
+
+def _weight_change(option: float | str | None) -> float | None | object:
+    """What `set_policy` is given for a `--weight` option."""
+    if option is None:
+        return KEEP
+    return None if option == DEFAULT_WEIGHT else option
 
 
 def _budget_change(option: int | str | None) -> int | None | object:

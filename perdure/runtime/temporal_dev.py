@@ -19,6 +19,10 @@ from temporalio.service import RPCError
 
 from perdure.runtime.temporal_setup import add_search_attributes
 
+FAIRNESS_SETTING = "matching.enableFairness"
+"""Off by default on a self-hosted server: turns' fairness keys are ignored without it (their
+priority keys are not). docs/operations.md#priority-and-fairness."""
+
 
 class DevServerConfig(BaseModel):
     """What temporal-dev.yml may set; the defaults are the committed file's values."""
@@ -30,7 +34,10 @@ class DevServerConfig(BaseModel):
         default_factory=lambda: {"journal_mode": "wal", "synchronous": "normal"}
     )
     dynamic_config: dict[str, Any] = Field(
-        default_factory=lambda: {"history.timerProcessorMaxTimeShift": "100ms"}
+        default_factory=lambda: {
+            "history.timerProcessorMaxTimeShift": "100ms",
+            FAIRNESS_SETTING: True,
+        }
     )
 
     @classmethod

@@ -7,13 +7,14 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import Priority, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from perdure.domain.names import TURN_WORKFLOW, WAIT_ANSWERED_SIGNAL, turn_workflow_id
 from perdure.domain.payloads import TurnInput
 from perdure.domain.turn_labels import TurnLabels, TurnStatus, message_summary, search_attributes
+from perdure.domain.turn_priority import fairness_key, priority_key_of
 from storage.tables import SubmissionRow
 
 RUN_TIMEOUT = timedelta(days=7)
@@ -27,6 +28,9 @@ class TurnStart:
     input: TurnInput
     labels: TurnLabels
     status: TurnStatus
+    priority: Priority
+    """Interactive before scheduled; the tenant's fairness key and weight. Its activities and
+    sub-agent turns inherit it."""
 
     @classmethod
     def of(cls, submission: SubmissionRow) -> "TurnStart":
@@ -47,6 +51,11 @@ class TurnStart:
                 summary=message_summary(submission.user_message),
             ),
             status="running" if submission.status == "running" else "pending",
+            priority=Priority(
+                priority_key=priority_key_of(submission.user_message),
+                fairness_key=fairness_key(submission.tenant_id),
+                fairness_weight=submission.fairness_weight,
+            ),
         )
 
 
@@ -60,6 +69,7 @@ def _start_options(turn: TurnStart, task_queue: str) -> dict[str, Any]:
         "static_summary": turn.labels.summary,
         "search_attributes": search_attributes(turn.labels, turn.status),
         "run_timeout": RUN_TIMEOUT,
+        "priority": turn.priority,
     }
 
 

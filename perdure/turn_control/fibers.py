@@ -13,12 +13,13 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import Priority, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from perdure.domain.fiber_payloads import FiberInput, FiberKind
 from perdure.domain.names import FIBER_WORKFLOW, fiber_workflow_id
+from perdure.domain.turn_priority import BACKGROUND_PRIORITY, fairness_key
 from storage.db import Database
 from storage.fibers import RecordOutcome, forget_unstarted, record_fiber
 
@@ -37,9 +38,16 @@ def execution_timeout(kind: FiberKind) -> timedelta:
 
 
 async def start_fiber_workflow(
-    client: Client, *, fiber_id: str, kind: FiberKind, task_queue: str, eager: bool
+    client: Client,
+    *,
+    fiber_id: str,
+    tenant_id: str,
+    kind: FiberKind,
+    task_queue: str,
+    eager: bool,
 ) -> None:
-    """Idempotent: attaches to a running workflow and never restarts a finished one."""
+    """Idempotent: attaches to a running workflow and never restarts a finished one. A fiber
+    is background work: behind interactive turns, in its tenant's share of the queue."""
     with contextlib.suppress(WorkflowAlreadyStartedError):
         await client.start_workflow(
             FIBER_WORKFLOW,
@@ -51,6 +59,9 @@ async def start_fiber_workflow(
             execution_timeout=execution_timeout(kind),
             static_summary=f"fiber {kind.agent}.{kind.name}",
             request_eager_start=eager,
+            priority=Priority(
+                priority_key=BACKGROUND_PRIORITY, fairness_key=fairness_key(tenant_id)
+            ),
         )
 
 
@@ -91,7 +102,12 @@ async def start_fiber(
     try:
         await guard(
             start_fiber_workflow(
-                client, fiber_id=fiber.id, kind=own, task_queue=task_queue, eager=eager
+                client,
+                fiber_id=fiber.id,
+                tenant_id=fiber.tenant_id,
+                kind=own,
+                task_queue=task_queue,
+                eager=eager,
             )
         )
     except BaseException:

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from gateway.app import create_app
+from perdure.domain.turn_priority import BACKGROUND_PRIORITY
 from perdure.runtime.settings import ApiKeys
 from perdure.testing.chat_client import send
 from perdure.testing.stack import Stack
@@ -384,3 +385,16 @@ async def test_concurrent_fibers_each_stash_only_their_own_snapshot(
         assert fiber["status"] == "completed", fiber
         assert {seen["fiber"] for seen in fiber["result"]} == {fiber_id}
         assert fiber["snapshot"] == {"fiber": fiber_id, "n": 19}
+
+
+async def test_a_fiber_runs_behind_interactive_turns_in_its_tenants_share(
+    http: httpx.AsyncClient, stack: Stack
+) -> None:
+    started = (await start(http, "count", {"to": 3})).json()
+    fiber = await ended(http, started["fiberId"])
+
+    handle = stack.services.client.get_workflow_handle(fiber["workflowId"])
+    priority = (await handle.describe()).raw_description.workflow_execution_info.priority
+
+    assert priority.priority_key == BACKGROUND_PRIORITY
+    assert priority.fairness_key == "default"

@@ -26,8 +26,9 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from perdure.agents_registry import AgentRegistry, load_agents
-from perdure.domain.names import SCHEDULED_PROMPT_WORKFLOW, prompt_schedule_id
+from perdure.domain.names import SCHEDULED_PROMPT_WORKFLOW, prompt_schedule_id, turn_workflow_id
 from perdure.domain.schedules import FireScheduleInput, FireScheduleResult
+from perdure.domain.turn_priority import BACKGROUND_PRIORITY, INTERACTIVE_PRIORITY
 from perdure.runtime.prompt_schedules import declared_rows, sync_declared_schedules
 from perdure.testing.chat_client import send
 from perdure.testing.stack import Stack, running_stack
@@ -595,6 +596,21 @@ async def test_a_paused_schedule_still_fires_when_triggered(
 
     assert result.created
     assert (await http.get(f"/v1/schedules/{schedule}")).json()["paused"] is True
+
+
+async def test_a_scheduled_prompts_turn_runs_behind_interactive_turns(
+    http: httpx.AsyncClient, stack: Stack
+) -> None:
+    schedule, session = _ids()
+    await _create(http, id=schedule, sessionId=session, prompt="Hi", everySeconds=3600)
+
+    await http.post(f"/v1/schedules/{schedule}/trigger")
+    (result,) = await _runs(stack.services.client, stack, schedule, 1)
+
+    turn = stack.services.client.get_workflow_handle(turn_workflow_id(result.submission_id))
+    priority = (await turn.describe()).raw_description.workflow_execution_info.priority
+    assert priority.priority_key == BACKGROUND_PRIORITY > INTERACTIVE_PRIORITY
+    assert priority.fairness_key == "default"
 
 
 async def test_an_occurrence_is_keyed_by_the_schedules_scheduled_time(
