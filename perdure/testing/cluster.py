@@ -18,7 +18,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from perdure.runtime.temporal_dev import dev_server
+from perdure.runtime.temporal_dev import DevServerConfig, dev_server
 from perdure.testing.chat_client import chat_body, counting, user_message
 from perdure.testing.processes import PerdureProcess, wait_healthy
 from perdure.testing.stack import free_port
@@ -68,15 +68,19 @@ class Cluster:
         }
 
     @contextlib.asynccontextmanager
-    async def temporal(self, *, outlived: bool = False) -> AsyncIterator[object]:
-        """The cluster's Temporal server. The cluster's processes are stopped before it, unless
-        they are to outlive it (a server restart): a worker whose server is gone spends its
-        whole shutdown timeout trying to reach it."""
+    async def temporal(
+        self, *, outlived: bool = False, config: DevServerConfig | None = None
+    ) -> AsyncIterator[object]:
+        """The cluster's Temporal server (as `perdure dev` starts it, unless `config` says
+        otherwise). The cluster's processes are stopped before it, unless they are to outlive
+        it (a server restart): a worker whose server is gone spends its whole shutdown timeout
+        trying to reach it."""
         async with dev_server(
             address=self.temporal_address,
             ui_port=None,
             db_file=self.temporal_db,
             namespace="default",
+            config=config,
         ) as server:
             try:
                 yield server
