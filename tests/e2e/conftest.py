@@ -46,6 +46,14 @@ async def gateway(stack: Stack) -> AsyncIterator[Gateway]:
 
 
 @pytest.fixture
+def fresh_cli_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `perdure` command, run in process (its own `main`: a subprocess each would cost
+    seconds of imports), on a SQLite store of its own."""
+    monkeypatch.setenv("PERDURE_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("PERDURE_DATABASE_URL", raising=False)
+
+
+@pytest.fixture
 async def http(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=stack.url, timeout=30) as client:
         yield client

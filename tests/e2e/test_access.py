@@ -277,11 +277,8 @@ def test_perdure_keys_prints_a_key_once_and_never_lists_it(tmp_path: Path) -> No
 
 
 def test_perdure_keys_names_an_unknown_key_or_a_bad_tenant(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    fresh_cli_store: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """In process (the command's own `main`): a subprocess each would cost seconds of imports."""
-    monkeypatch.setenv("PERDURE_DATA_DIR", str(tmp_path))
-    monkeypatch.delenv("PERDURE_DATABASE_URL", raising=False)
     with pytest.raises(SystemExit) as unknown:
         cli.main(["keys", "revoke", "key_nope"])
     unknown_err = capsys.readouterr().err

@@ -5,7 +5,6 @@ Retry-After until the budget resets) and a policy change holds at once."""
 import asyncio
 import time
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -183,11 +182,8 @@ async def test_a_used_budget_is_refused_before_the_rate_limit_takes_a_token(
 
 
 def test_perdure_tenants_set_sets_and_clears_token_budgets_and_lists_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    fresh_cli_store: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """In process (the command's own `main`): a subprocess each would cost seconds of imports."""
-    monkeypatch.setenv("PERDURE_DATA_DIR", str(tmp_path))
-    monkeypatch.delenv("PERDURE_DATABASE_URL", raising=False)
     with pytest.raises(SystemExit) as both:
         cli.main(["tenants", "set", "acme", "--daily-tokens", "5000", "--monthly-tokens", "90000"])
     set_out = capsys.readouterr().out
@@ -209,13 +205,8 @@ def test_perdure_tenants_set_sets_and_clears_token_budgets_and_lists_them(
 
 @pytest.mark.parametrize("value", ["0", "-3", "1.5", "lots", str(2**63)])
 def test_perdure_tenants_set_refuses_a_budget_that_is_not_a_positive_whole_number(
-    value: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    value: str, fresh_cli_store: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("PERDURE_DATA_DIR", str(tmp_path))
-    monkeypatch.delenv("PERDURE_DATABASE_URL", raising=False)
     with pytest.raises(SystemExit) as refused:
         cli.main(["tenants", "set", "acme", "--monthly-tokens", value])
     err = capsys.readouterr().err

@@ -3,7 +3,6 @@ interactive priority, in its tenant's fairness share with the tenant's weight; s
 prompts and fibers run behind it. Read back from Temporal's own description of the workflow."""
 
 import uuid
-from pathlib import Path
 
 import httpx
 import pytest
@@ -74,10 +73,8 @@ async def test_a_changed_weight_holds_for_the_tenants_next_turn(
 
 
 def test_perdure_tenants_set_sets_a_weight_and_takes_it_back_to_the_default(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    fresh_cli_store: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("PERDURE_DATA_DIR", str(tmp_path))
-    monkeypatch.delenv("PERDURE_DATABASE_URL", raising=False)
     with pytest.raises(SystemExit) as weighed:
         cli.main(["tenants", "set", "acme", "--weight", "2.5"])
     weighed_out = capsys.readouterr().out
@@ -96,13 +93,8 @@ def test_perdure_tenants_set_sets_a_weight_and_takes_it_back_to_the_default(
 
 @pytest.mark.parametrize("value", ["0", "-1", "1001", "heavy", "nan"])
 def test_perdure_tenants_set_refuses_a_weight_out_of_temporals_range(
-    value: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    value: str, fresh_cli_store: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("PERDURE_DATA_DIR", str(tmp_path))
-    monkeypatch.delenv("PERDURE_DATABASE_URL", raising=False)
     with pytest.raises(SystemExit) as refused:
         cli.main(["tenants", "set", "acme", "--weight", value])
 
