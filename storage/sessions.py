@@ -1,7 +1,9 @@
 """Sessions (chats), always scoped to their tenant: looked up by the `chat_id` the client
 knows, then handled by their storage key (`session_id`, storage/session_keys.py)."""
 
-from sqlalchemy import delete, func
+import uuid
+
+from sqlalchemy import delete, func, update
 from sqlmodel import col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
@@ -18,6 +20,7 @@ from storage.tables import (
     ToolWaitRow,
 )
 from storage.timing import now
+from storage.usage_tables import ModelUsageRow
 
 
 def _by_chat_id(tenant_id: str, chat_id: str) -> SelectOfScalar[ChatSessionRow]:
@@ -96,7 +99,9 @@ async def delete_session(db: Database, *, tenant_id: str, session_id: str) -> bo
     """Delete the session with every row that belongs to it (messages, submissions, their
     chunk logs, incidents, tool waits, events, compactions) and the sessions of the
     sub-agents its turns called, theirs too. Schedules that post to it are the tenant's, not
-    the session's: they stay (tests/e2e/test_storage_hygiene.py checks every table)."""
+    the session's: they stay (tests/e2e/test_storage_hygiene.py checks every table). Its
+    model usage stays the tenant's too, with nothing that names the session any more: each
+    submission's rows get an opaque id of their own, so the tenant's totals do not shrink."""
     async with db.write() as session:
         chat = await session.get(ChatSessionRow, session_id)
         if chat is None or chat.tenant_id != tenant_id:
@@ -117,6 +122,17 @@ async def delete_session(db: Database, *, tenant_id: str, session_id: str) -> bo
         await connection.execute(
             delete(ChunkLogRow).where(col(ChunkLogRow.message_id).in_(assistant_ids))
         )
+        spent = await session.exec(
+            select(ModelUsageRow.submission_id)
+            .where(col(ModelUsageRow.session_id).in_(doomed))
+            .distinct()
+        )
+        for submission_id in spent.all():
+            await connection.execute(
+                update(ModelUsageRow)
+                .where(col(ModelUsageRow.submission_id) == submission_id)
+                .values(submission_id=f"deleted-{uuid.uuid4().hex}", session_id="", chat_id=None)
+            )
         for table in (MessageRow, SubmissionRow, EventRow, ToolWaitRow, IncidentRow, CompactionRow):
             await connection.execute(delete(table).where(col(table.session_id).in_(doomed)))
         await connection.execute(delete(ChatSessionRow).where(col(ChatSessionRow.id).in_(doomed)))

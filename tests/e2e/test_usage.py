@@ -152,3 +152,19 @@ async def test_a_range_at_the_edge_of_time_is_refused_or_empty_never_a_server_er
     assert too_early.status_code == 422, too_early.text
     assert far.status_code == 200, far.text
     assert far.json()["total"]["modelCalls"] == 0
+
+
+async def test_a_deleted_sessions_usage_still_counts_for_its_tenant_under_no_session(
+    stack: Stack, gateway: Gateway
+) -> None:
+    tenant, chat = unique("usage"), unique("chat")
+    keys = ApiKeys.parse(f"usage-deleted:{tenant}")
+    async with gateway("usage-deleted", api_keys=keys) as client:
+        usage = usage_of(await send(client, chat, "@count 3"))
+        deleted = await client.delete(f"/v1/sessions/{chat}")
+        report = (await client.get("/v1/usage", params={"group_by": "session"})).json()
+
+    assert deleted.status_code == 204
+    (row,) = report["rows"]
+    assert row["session"] is None
+    assert tokens_of(row) == tokens_of(report["total"]) == totals(usage)

@@ -12,6 +12,7 @@ import gc
 import os
 from collections.abc import AsyncGenerator, Callable, Iterator
 from types import AsyncGeneratorType
+from typing import Any
 
 import httpx2
 import pytest
@@ -61,17 +62,32 @@ def ask(provider: Provider, text: str) -> ModelRequest:
     return ModelRequest(model=model, conversation=[UserItem(text=f"{text} {tag()}")])
 
 
-async def left_suspended() -> list[str]:
-    """The stream generators not yet finished, once the loop has run what it scheduled (a
-    generator dropped while suspended is closed by a task the loop runs next)."""
-    for _ in range(5):
-        await asyncio.sleep(0)
-    return sorted(
-        f"{thing.ag_code.co_filename}:{thing.ag_code.co_name}"
+def suspended() -> list[AsyncGeneratorType[Any, Any]]:
+    return [
+        thing
         for thing in gc.get_objects()
         if isinstance(thing, AsyncGeneratorType)
         and thing.ag_frame is not None
         and thing.ag_code.co_filename.startswith(_WATCHED)
+    ]
+
+
+@pytest.fixture
+def before() -> set[int]:
+    """The stream generators already suspended when the test began: another live stream of
+    the process (in a whole run, the test stack's MCP connections) is not the test's."""
+    return {id(thing) for thing in suspended()}
+
+
+async def left_suspended(before: set[int]) -> list[str]:
+    """The stream generators the test left unfinished, once the loop has run what it scheduled
+    (a generator dropped while suspended is closed by a task the loop runs next)."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+    return sorted(
+        f"{thing.ag_code.co_filename}:{thing.ag_code.co_name}"
+        for thing in suspended()
+        if id(thing) not in before
     )
 
 
@@ -81,32 +97,36 @@ async def read_all(stream: AsyncGenerator[ProviderEvent, None]) -> None:
 
 
 @pytest.mark.usefixtures("collector_off")
-async def test_a_stream_read_to_its_end_leaves_nothing_suspended(provider: Provider) -> None:
+async def test_a_stream_read_to_its_end_leaves_nothing_suspended(
+    provider: Provider, before: set[int]
+) -> None:
     await read_all(provider.stream(ask(provider, "@count 5")))
-    assert await left_suspended() == []
+    assert await left_suspended(before) == []
 
 
 @pytest.mark.usefixtures("collector_off")
 async def test_a_stream_closed_after_its_first_event_leaves_nothing_suspended(
-    provider: Provider,
+    provider: Provider, before: set[int]
 ) -> None:
     stream = provider.stream(ask(provider, "@count 20"))
     await anext(stream)
     await stream.aclose()
-    assert await left_suspended() == []
+    assert await left_suspended(before) == []
 
 
 @pytest.mark.usefixtures("collector_off")
 async def test_a_stream_that_fails_mid_answer_leaves_nothing_suspended(
-    provider: Provider,
+    provider: Provider, before: set[int]
 ) -> None:
     with pytest.raises(ProviderError):
         await read_all(provider.stream(ask(provider, "@count 20 @midstream_error 3")))
-    assert await left_suspended() == []
+    assert await left_suspended(before) == []
 
 
 @pytest.mark.usefixtures("collector_off")
-async def test_a_stream_cancelled_mid_read_leaves_nothing_suspended(provider: Provider) -> None:
+async def test_a_stream_cancelled_mid_read_leaves_nothing_suspended(
+    provider: Provider, before: set[int]
+) -> None:
     stream = provider.stream(ask(provider, "@count 20 @delay 50"))
     await anext(stream)
     reader = asyncio.create_task(read_all(stream))
@@ -114,4 +134,4 @@ async def test_a_stream_cancelled_mid_read_leaves_nothing_suspended(provider: Pr
     reader.cancel()
     with pytest.raises(asyncio.CancelledError):
         await reader
-    assert await left_suspended() == []
+    assert await left_suspended(before) == []
