@@ -70,6 +70,7 @@ async def _lifecycle(request: Request, services: _ServicesDep) -> SubmissionLife
             eager_start=services.eager_start,
             deadline=GatewayDeadline(services.client),
             bus=services.bus,
+            intake_width=services.settings.intake_concurrency,
         )
     return lifecycle
 

@@ -2,7 +2,6 @@
 fibers (task priority), and each tenant's share of a backlogged task queue (fairness).
 docs/operations.md#priority-and-fairness."""
 
-import hashlib
 from typing import Any
 
 INTERACTIVE_PRIORITY = 2
@@ -13,7 +12,6 @@ BACKGROUND_PRIORITY = 4
 MIN_FAIRNESS_WEIGHT = 0.001
 MAX_FAIRNESS_WEIGHT = 1000.0
 """Temporal's range for a fairness weight."""
-MAX_FAIRNESS_KEY_BYTES = 64
 SCHEDULED_MESSAGE_SOURCE = "schedule"
 """`metadata.source` of the user message a scheduled prompt's occurrence sends."""
 
@@ -23,16 +21,6 @@ def priority_key_of(user_message: dict[str, Any]) -> int:
     metadata = user_message.get("metadata")
     scheduled = isinstance(metadata, dict) and metadata.get("source") == SCHEDULED_MESSAGE_SOURCE
     return BACKGROUND_PRIORITY if scheduled else INTERACTIVE_PRIORITY
-
-
-def fairness_key(tenant_id: str) -> str:
-    """The tenant's fairness key: its id, or, for an id over Temporal's 64 bytes, a prefix of
-    it with a hash of the whole (two tenants never share a key)."""
-    encoded = tenant_id.encode()
-    if len(encoded) <= MAX_FAIRNESS_KEY_BYTES:
-        return tenant_id
-    digest = hashlib.sha256(encoded).hexdigest()[:16]
-    return f"{encoded[:40].decode(errors='ignore')}~{digest}"
 
 
 def checked_weight(weight: float) -> float:

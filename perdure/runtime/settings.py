@@ -26,6 +26,7 @@ from perdure.domain.names import DEFAULT_TASK_QUEUE, turn_workflow_id
 from perdure.domain.prices import PriceTable
 from perdure.runtime.price_file import load_prices
 from perdure.runtime.temporal_connection import TemporalConnectionConfigError, connection_options
+from perdure.turn_control.fair_gate import DEFAULT_INTAKE_CONCURRENCY
 from storage.urls import default_sqlite_url
 
 
@@ -178,6 +179,12 @@ class Settings(BaseSettings):
     prices: Annotated[PriceTable | None, NoDecode] = Field(default=None, alias="PERDURE_PRICES")
     """A JSON file of prices per model (perdure/domain/prices.py): `GET /v1/usage` and each
     answer's usage then say what the tokens cost. Unset: tokens only."""
+    intake_concurrency: int = Field(
+        default=DEFAULT_INTAKE_CONCURRENCY, alias="PERDURE_INTAKE_CONCURRENCY", ge=1, le=1000
+    )
+    """Submissions a process records and starts at once, tenants taking turns beyond it
+    (perdure/turn_control/fair_gate.py). Raise it against a distant Temporal (Cloud), where
+    each start waits on the network rather than on a busy server."""
     # Access
     rate_limit: Annotated[Rate | None, NoDecode] = Field(default=None, alias="PERDURE_RATE_LIMIT")
     """Submissions each tenant may create, e.g. `60/minute`: a token bucket per tenant in the

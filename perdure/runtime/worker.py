@@ -110,7 +110,13 @@ def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[
     import_turn_dependencies(agents, services.settings)
     db, bus, client = services.db, services.bus, services.client
     task_queue = services.settings.task_queue
-    lifecycle = SubmissionLifecycle(db, client, task_queue=task_queue, bus=bus)
+    lifecycle = SubmissionLifecycle(
+        db,
+        client,
+        task_queue=task_queue,
+        bus=bus,
+        intake_width=services.settings.intake_concurrency,
+    )
     finisher = TurnFinisher(db=db, bus=bus, agents=agents, lifecycle=lifecycle)
     toolbox = McpToolbox()  # the process's connections to its agents' MCP servers
     services.closers.append(toolbox.close)

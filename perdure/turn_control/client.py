@@ -14,7 +14,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from perdure.domain.names import TURN_WORKFLOW, WAIT_ANSWERED_SIGNAL, turn_workflow_id
 from perdure.domain.payloads import TurnInput
 from perdure.domain.turn_labels import TurnLabels, TurnStatus, message_summary, search_attributes
-from perdure.domain.turn_priority import fairness_key, priority_key_of
+from perdure.domain.turn_priority import priority_key_of
+from perdure.turn_control.fairness_keys import fairness_key
 from storage.tables import SubmissionRow
 
 RUN_TIMEOUT = timedelta(days=7)

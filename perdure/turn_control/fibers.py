@@ -19,7 +19,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from perdure.domain.fiber_payloads import FiberInput, FiberKind
 from perdure.domain.names import FIBER_WORKFLOW, fiber_workflow_id
-from perdure.domain.turn_priority import BACKGROUND_PRIORITY, fairness_key
+from perdure.domain.turn_priority import BACKGROUND_PRIORITY
+from perdure.turn_control.fairness_keys import fairness_key
 from storage.db import Database
 from storage.fibers import RecordOutcome, forget_unstarted, record_fiber
 

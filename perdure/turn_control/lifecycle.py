@@ -20,6 +20,7 @@ from temporalio.client import Client
 from perdure.domain.names import ADMIT_SIGNAL, SKIP_SIGNAL
 from perdure.domain.ui import UIMessage
 from perdure.turn_control.client import TurnStart, cancel_turn, signal_turn, start_turn
+from perdure.turn_control.fair_gate import DEFAULT_INTAKE_CONCURRENCY, FairGate
 from storage.bus import ChunkBus
 from storage.db import Database
 from storage.stops import StopRecord, record_stop
@@ -73,6 +74,7 @@ class SubmissionLifecycle:
         eager_start: bool = False,
         deadline: TemporalDeadline = _as_is,
         bus: ChunkBus | None = None,
+        intake_width: int = DEFAULT_INTAKE_CONCURRENCY,
     ) -> None:
         self._db = db
         self._bus = bus
@@ -83,13 +85,17 @@ class SubmissionLifecycle:
         self._eager_start = eager_start
         self._deadline = deadline
         self._background: set[asyncio.Task[None]] = set()
+        self._intake = FairGate(intake_width)
+        """Submissions recorded and started at once, let in round-robin across tenants."""
 
     async def submit(self, new: NewSubmission) -> SubmitOutcome:
         """Record the submission (once per key) and start its turn. A repeat returns the
         first submission (`created: false`) and starts its turn again, which is a no-op
-        unless the first request died before starting it."""
-        outcome = await self._recorded(new)
-        await self._start_submitted(outcome)
+        unless the first request died before starting it. Tenants take turns: one tenant's
+        burst does not hold another's message behind all of it (`fair_gate.py`)."""
+        async with self._intake.turn(new.tenant_id):
+            outcome = await self._recorded(new)
+            await self._start_submitted(outcome)
         return outcome
 
     async def record(self, new: NewSubmission) -> SubmissionRow:
