@@ -524,13 +524,15 @@ def _step_usage(
     attempt: int,
 ) -> StepUsage | None:
     """The call's usage as its provider reported it, for the store; None if it reported none."""
-    usage = finish and reported_usage(
+    if finish is None:
+        return None
+    usage = reported_usage(
         finish.input_tokens,
         finish.cached_input_tokens,
         finish.output_tokens,
         finish.reasoning_tokens,
     )
-    if not usage:
+    if usage is None:
         return None
     return StepUsage(
         submission_id=submission.id,

@@ -18,6 +18,7 @@ from temporalio.service import RPCError
 from gateway.body_limits import BodyTooLarge
 from gateway.request_id import current_request_id
 from perdure.runtime.temporal_setup import SETUP_COMMAND, search_attributes_missing
+from perdure.turn_control.fair_gate import IntakeBusy
 from perdure.turn_control.rpc import TRANSIENT_RPC_STATUSES
 from storage.branches import MessageNotFound, SessionExists
 from storage.concurrency import SessionBusy
@@ -197,6 +198,12 @@ def install_error_handlers(app: FastAPI) -> None:
             _HTTP_CODES.get(error.status_code, "http_error"),
             str(error.detail),
             headers=getattr(error, "headers", None),
+        )
+
+    @app.exception_handler(IntakeBusy)
+    async def _busy(_: Request, error: IntakeBusy) -> JSONResponse:
+        return response_for(
+            unavailable("intake_busy", f"the gateway is busy with other submissions: {error}")
         )
 
     @app.exception_handler(MessageNotFound)

@@ -377,7 +377,8 @@ def _insert_usage(cursor: Any, sql: _FlushStatements, usage: list[StepUsage], at
     tokens: dict[str, int] = {}
     for u in usage:
         tokens[u.tenant_id] = tokens.get(u.tenant_id, 0) + u.usage.total
-    # In tenant order, as every flush takes them: two flushes never wait on each other's rows.
+    # In tenant order, as every flush takes them: two flushes may wait on each other, never
+    # deadlock.
     cursor.executemany(
         sql.add_tenant_tokens, [(tenant, day, tokens[tenant]) for tenant in sorted(tokens)]
     )

@@ -20,7 +20,11 @@ from temporalio.client import Client
 from perdure.domain.names import ADMIT_SIGNAL, SKIP_SIGNAL
 from perdure.domain.ui import UIMessage
 from perdure.turn_control.client import TurnStart, cancel_turn, signal_turn, start_turn
-from perdure.turn_control.fair_gate import DEFAULT_INTAKE_CONCURRENCY, FairGate
+from perdure.turn_control.fair_gate import (
+    DEFAULT_INTAKE_CONCURRENCY,
+    INTAKE_PATIENCE_SECONDS,
+    FairGate,
+)
 from storage.bus import ChunkBus
 from storage.db import Database
 from storage.stops import StopRecord, record_stop
@@ -93,7 +97,7 @@ class SubmissionLifecycle:
         first submission (`created: false`) and starts its turn again, which is a no-op
         unless the first request died before starting it. Tenants take turns: one tenant's
         burst does not hold another's message behind all of it (`fair_gate.py`)."""
-        async with self._intake.turn(new.tenant_id):
+        async with self._intake.turn(new.tenant_id, patience=INTAKE_PATIENCE_SECONDS):
             outcome = await self._recorded(new)
             await self._start_submitted(outcome)
         return outcome

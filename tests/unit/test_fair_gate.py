@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from perdure.turn_control.fair_gate import FairGate
+from perdure.turn_control.fair_gate import FairGate, IntakeBusy
 from perdure.turn_control.fairness_keys import MAX_FAIRNESS_KEY_BYTES, fairness_key
 
 
@@ -113,3 +113,25 @@ def test_a_tenant_id_over_temporals_64_bytes_gets_a_short_key_of_its_own() -> No
     assert len(keys) == 2
     assert all(len(key.encode()) <= MAX_FAIRNESS_KEY_BYTES for key in keys)
     assert fairness_key("acme") == "acme"
+
+
+async def test_a_waiter_past_its_patience_is_refused_as_busy_and_takes_no_turn() -> None:
+    gate = FairGate(1)
+    release = asyncio.Event()
+
+    async def hold() -> None:
+        async with gate.turn("a"):
+            await release.wait()
+
+    holder = asyncio.create_task(hold())
+    await asyncio.sleep(0)
+    with pytest.raises(IntakeBusy, match="waited 0.05 s for a turn"):
+        async with gate.turn("b", patience=0.05):
+            pytest.fail("let in past its patience")
+    assert gate.waiting == 0
+    release.set()
+    await holder
+
+    async with asyncio.timeout(1):
+        async with gate.turn("c", patience=0.05):
+            pass
