@@ -14,6 +14,7 @@ from gateway.routes import (
     branches,
     chat,
     fibers,
+    files,
     health,
     metrics,
     schedules,
@@ -67,6 +68,7 @@ def create_app(*, services: Services | None = None, settings: Settings | None = 
     app.include_router(schedules.router)
     app.include_router(fibers.router)
     app.include_router(usage.router)
+    app.include_router(files.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
     install_web(app)

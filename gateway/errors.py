@@ -23,6 +23,7 @@ from perdure.turn_control.rpc import TRANSIENT_RPC_STATUSES
 from storage.branches import MessageNotFound, SessionExists
 from storage.concurrency import SessionBusy
 from storage.errors import MessageConflict, StoreError, SubmissionConflict
+from storage.workspaces import FileNotFound, FileTooLarge, VersionConflict, WorkspaceFull
 
 log = logging.getLogger("perdure.gateway")
 
@@ -205,6 +206,19 @@ def install_error_handlers(app: FastAPI) -> None:
         return response_for(
             unavailable("intake_busy", f"the gateway is busy with other submissions: {error}")
         )
+
+    @app.exception_handler(FileNotFound)
+    async def _no_file(_: Request, error: StoreError) -> JSONResponse:
+        return error_response(404, error.code, str(error))
+
+    @app.exception_handler(VersionConflict)
+    async def _stale(_: Request, error: StoreError) -> JSONResponse:
+        return error_response(412, error.code, str(error))
+
+    @app.exception_handler(FileTooLarge)
+    @app.exception_handler(WorkspaceFull)
+    async def _too_large(_: Request, error: StoreError) -> JSONResponse:
+        return error_response(413, error.code, str(error))
 
     @app.exception_handler(MessageNotFound)
     async def _not_found(_: Request, error: StoreError) -> JSONResponse:

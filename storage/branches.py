@@ -9,6 +9,7 @@ from storage.errors import StoreError
 from storage.session_keys import session_key
 from storage.tables import ChatSessionRow, MessageRow
 from storage.timing import now
+from storage.workspaces import copy_workspace
 
 MAX_DEPTH = 100_000
 """A bound on walking the tree (a session has at most this many turns in a path)."""
@@ -85,7 +86,7 @@ async def fork(
     db: Database, *, chat: ChatSessionRow, message_id: str, new_chat_id: str
 ) -> ChatSessionRow:
     """A new session of the tenant, `new_chat_id`, whose transcript is the path from the root
-    to `message_id` (copied)."""
+    to `message_id` (copied), and whose workspace starts as a copy of the session's."""
     at = now()
     async with db.write() as session:
         taken = await session.exec(
@@ -126,4 +127,5 @@ async def fork(
                     created_at=row.created_at,
                 )
             )
+        await copy_workspace(session, from_session=chat.id, to_session=forked.id)
         return forked

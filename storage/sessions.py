@@ -21,6 +21,7 @@ from storage.tables import (
 )
 from storage.timing import now
 from storage.usage_tables import ModelUsageRow
+from storage.workspaces import delete_workspaces
 
 
 def _by_chat_id(tenant_id: str, chat_id: str) -> SelectOfScalar[ChatSessionRow]:
@@ -97,7 +98,7 @@ async def active_submission_ids(db: Database, *, tenant_id: str, session_id: str
 
 async def delete_session(db: Database, *, tenant_id: str, session_id: str) -> bool:
     """Delete the session with every row that belongs to it (messages, submissions, their
-    chunk logs, incidents, tool waits, events, compactions) and the sessions of the
+    chunk logs, incidents, tool waits, events, compactions, workspace) and the sessions of the
     sub-agents its turns called, theirs too. Schedules that post to it are the tenant's, not
     the session's: they stay (tests/e2e/test_storage_hygiene.py checks every table). Its
     model usage stays the tenant's too, with nothing that names the session any more: each
@@ -133,6 +134,7 @@ async def delete_session(db: Database, *, tenant_id: str, session_id: str) -> bo
                 .where(col(ModelUsageRow.submission_id) == submission_id)
                 .values(submission_id=f"deleted-{uuid.uuid4().hex}", session_id="", chat_id=None)
             )
+        await delete_workspaces(session, doomed)
         for table in (MessageRow, SubmissionRow, EventRow, ToolWaitRow, IncidentRow, CompactionRow):
             await connection.execute(delete(table).where(col(table.session_id).in_(doomed)))
         await connection.execute(delete(ChatSessionRow).where(col(ChatSessionRow.id).in_(doomed)))

@@ -24,6 +24,7 @@ from activities.providers.config import (
 from perdure.domain.access import Rate, parse_origins
 from perdure.domain.names import DEFAULT_TASK_QUEUE, turn_workflow_id
 from perdure.domain.prices import PriceTable
+from perdure.domain.workspace_rules import WorkspaceLimits
 from perdure.runtime.price_file import load_prices
 from perdure.runtime.temporal_connection import TemporalConnectionConfigError, connection_options
 from perdure.turn_control.fair_gate import DEFAULT_INTAKE_CONCURRENCY
@@ -179,6 +180,17 @@ class Settings(BaseSettings):
     prices: Annotated[PriceTable | None, NoDecode] = Field(default=None, alias="PERDURE_PRICES")
     """A JSON file of prices per model (perdure/domain/prices.py): `GET /v1/usage` and each
     answer's usage then say what the tokens cost. Unset: tokens only."""
+    workspace_max_file_bytes: int = Field(
+        default=1_000_000, alias="PERDURE_WORKSPACE_MAX_FILE_BYTES", ge=1, le=100_000_000
+    )
+    """The largest file of a session's workspace (docs/workspace.md)."""
+    workspace_max_bytes: int = Field(
+        default=50_000_000, alias="PERDURE_WORKSPACE_MAX_BYTES", ge=1, le=10_000_000_000
+    )
+    """All the files of one session's workspace together."""
+    workspace_max_files: int = Field(
+        default=10_000, alias="PERDURE_WORKSPACE_MAX_FILES", ge=1, le=1_000_000
+    )
     intake_concurrency: int = Field(
         default=DEFAULT_INTAKE_CONCURRENCY, alias="PERDURE_INTAKE_CONCURRENCY", ge=1, le=1000
     )
@@ -260,6 +272,13 @@ class Settings(BaseSettings):
     """`http/protobuf` (the default) or `grpc`; the traces one wins."""
     otel_sdk_disabled: bool = Field(default=False, alias="OTEL_SDK_DISABLED")
     """True turns tracing off even with an endpoint set."""
+
+    def workspace_limits(self) -> WorkspaceLimits:
+        return WorkspaceLimits(
+            max_file_bytes=self.workspace_max_file_bytes,
+            max_total_bytes=self.workspace_max_bytes,
+            max_files=self.workspace_max_files,
+        )
 
     @field_validator("rate_limit", mode="before")
     @classmethod

@@ -8,6 +8,7 @@ import storage.fiber_tables  # noqa: F401  (durable fibers' tables)
 import storage.schedule_tables  # noqa: F401  (scheduled prompts' tables)
 import storage.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 import storage.usage_tables  # noqa: F401  (model usage, tenant tokens per day)
+import storage.workspace_tables  # noqa: F401  (session workspaces)
 
 connection = context.config.attributes["connection"]
 context.configure(

@@ -391,6 +391,7 @@ async def test_deleting_a_session_leaves_no_row_of_it_in_any_table(
         tokens_before=100,
         tokens_after=10,
     )
+    await http.put(f"/v1/sessions/{session}/files/notes.txt", content="kept with the session")
     ids = await owned_ids(db, key_of(session))
     before = await rows_naming(db, ids)
 
@@ -400,7 +401,13 @@ async def test_deleting_a_session_leaves_no_row_of_it_in_any_table(
     after = await rows_naming(db, ids)
 
     kinds = {"sessions", "messages", "submissions", "chunks", "chunk_logs", "events"}
-    assert kinds | {"incidents", "tool_waits", "compactions"} <= set(before)
+    assert kinds | {
+        "incidents",
+        "tool_waits",
+        "compactions",
+        "workspaces",
+        "workspace_files",
+    } <= set(before)
     assert deleted.status_code == 204
     assert after == {}
 

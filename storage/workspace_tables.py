@@ -1,0 +1,45 @@
+"""Tables of session workspaces (migration 0017): each session's files, kept in the store."""
+
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Column, LargeBinary
+from sqlmodel import Field, SQLModel
+
+
+class WorkspaceRow(SQLModel, table=True):
+    """A session's workspace: its version counts every change, its totals bound it."""
+
+    __tablename__ = "workspaces"
+
+    session_id: str = Field(primary_key=True, max_length=200)
+    tenant_id: str = Field(max_length=200)
+    version: int = 0
+    """Every write or delete of one of its files adds one."""
+    total_bytes: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    file_count: int = 0
+    updated_at: float
+
+
+class WorkspaceFileRow(SQLModel, table=True):
+    __tablename__ = "workspace_files"
+
+    session_id: str = Field(primary_key=True, max_length=200)
+    path: str = Field(primary_key=True, max_length=512)
+    content: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    size: int
+    sha256: str = Field(max_length=64)
+    version: int
+    """The workspace's version this file was last written at."""
+    updated_at: float
+
+
+class WorkspaceChangeRow(SQLModel, table=True):
+    """A change made by a tool call, once: its retry finds the result here and changes
+    nothing again (exactly once by the call's id)."""
+
+    __tablename__ = "workspace_changes"
+
+    session_id: str = Field(primary_key=True, max_length=200)
+    change_id: str = Field(primary_key=True, max_length=200)
+    result: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    at: float

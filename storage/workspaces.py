@@ -1,0 +1,275 @@
+"""Session workspaces in the store: each session's files, bounded, versioned, scoped to the
+session (and so to its tenant), deleted with it and copied by a fork. docs/workspace.md.
+
+Every change takes the workspace's row for its transaction (`FOR UPDATE` on PostgreSQL;
+SQLite has one writer), so changes to one workspace apply one at a time: a change that names
+the version it expects of a file fails with `VersionConflict` when another came first, never
+overwriting it. A change made with an id (a tool call's) is recorded with its result: made
+again, it changes nothing and answers the same (exactly once, whatever retried it).
+"""
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete
+from sqlalchemy import select as select_columns
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from perdure.domain.workspace_rules import WorkspaceLimits, checked_path
+from storage.db import Database
+from storage.errors import StoreError
+from storage.timing import now
+from storage.workspace_tables import WorkspaceChangeRow, WorkspaceFileRow, WorkspaceRow
+
+ABSENT = 0
+"""`expected_version` of a file that must not exist yet."""
+
+
+class FileNotFound(StoreError):
+    code = "file_not_found"
+
+
+class VersionConflict(StoreError):
+    """The file is not at the version the change expected: another change came first."""
+
+    code = "version_conflict"
+
+
+class FileTooLarge(StoreError):
+    code = "file_too_large"
+
+
+class WorkspaceFull(StoreError):
+    code = "workspace_full"
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    path: str
+    size: int
+    sha256: str
+    version: int
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Listing:
+    version: int
+    total_bytes: int
+    files: list[FileInfo]
+
+
+Describe = Callable[[bytes | None, bytes | None, int], dict[str, Any]]
+"""`(content before, content after, workspace version after) -> the change's result`: built
+inside the change's transaction, recorded with its id, answered again to a retry."""
+
+
+def _plain(before: bytes | None, after: bytes | None, version: int) -> dict[str, Any]:
+    return {"version": version, "created": before is None, "deleted": after is None}
+
+
+async def list_files(db: Database, *, session_id: str) -> Listing:
+    async with db.read() as session:
+        workspace = await session.get(WorkspaceRow, session_id)
+        connection = await session.connection()
+        rows = await connection.execute(
+            select_columns(
+                col(WorkspaceFileRow.path),
+                col(WorkspaceFileRow.size),
+                col(WorkspaceFileRow.sha256),
+                col(WorkspaceFileRow.version),
+                col(WorkspaceFileRow.updated_at),
+            )
+            .where(col(WorkspaceFileRow.session_id) == session_id)
+            .order_by(col(WorkspaceFileRow.path))
+        )
+        files = [FileInfo(*row) for row in rows]
+    if workspace is None:
+        return Listing(version=0, total_bytes=0, files=[])
+    return Listing(version=workspace.version, total_bytes=workspace.total_bytes, files=files)
+
+
+async def read_file(db: Database, *, session_id: str, path: str) -> WorkspaceFileRow:
+    checked_path(path)
+    async with db.read() as session:
+        row = await session.get(WorkspaceFileRow, (session_id, path))
+    if row is None:
+        raise FileNotFound(f"no file {path!r} in this session's workspace")
+    return row
+
+
+async def write_file(
+    db: Database,
+    *,
+    tenant_id: str,
+    session_id: str,
+    path: str,
+    content: bytes,
+    limits: WorkspaceLimits,
+    expected_version: int | None = None,
+    change_id: str | None = None,
+    describe: Describe = _plain,
+) -> dict[str, Any]:
+    """Write `path` whole. `expected_version`: None writes whatever is there; `ABSENT` only a
+    new file; another number only over the file at that version. The change's result."""
+    checked_path(path)
+    if len(content) > limits.max_file_bytes:
+        raise FileTooLarge(
+            f"{path!r} is {len(content)} bytes; a file is at most {limits.max_file_bytes}"
+        )
+    async with db.write() as session:
+        done = await _done(session, session_id, change_id)
+        if done is not None:
+            return done
+        workspace = await _locked_workspace(session, db, tenant_id, session_id)
+        current = await session.get(WorkspaceFileRow, (session_id, path))
+        _check_expected(path, current, expected_version)
+        size_before = current.size if current is not None else 0
+        total = workspace.total_bytes - size_before + len(content)
+        if total > limits.max_total_bytes:
+            raise WorkspaceFull(
+                f"writing {path!r} would make the workspace {total} bytes; it holds at most "
+                f"{limits.max_total_bytes}"
+            )
+        if current is None and workspace.file_count + 1 > limits.max_files:
+            raise WorkspaceFull(f"the workspace holds at most {limits.max_files} files")
+        at = now()
+        workspace.version += 1
+        workspace.total_bytes = total
+        workspace.file_count += 1 if current is None else 0
+        workspace.updated_at = at
+        before = current.content if current is not None else None
+        row = current or WorkspaceFileRow(
+            session_id=session_id, path=path, content=b"", size=0, sha256="", version=0,
+            updated_at=at,
+        )  # fmt: skip
+        row.content, row.size = content, len(content)
+        row.sha256 = hashlib.sha256(content).hexdigest()
+        row.version, row.updated_at = workspace.version, at
+        session.add(row)
+        session.add(workspace)
+        return _recorded(session, session_id, change_id, describe(before, content, row.version))
+
+
+async def delete_file(
+    db: Database,
+    *,
+    tenant_id: str,
+    session_id: str,
+    path: str,
+    expected_version: int | None = None,
+    change_id: str | None = None,
+    describe: Describe = _plain,
+) -> dict[str, Any]:
+    checked_path(path)
+    async with db.write() as session:
+        done = await _done(session, session_id, change_id)
+        if done is not None:
+            return done
+        workspace = await _locked_workspace(session, db, tenant_id, session_id)
+        current = await session.get(WorkspaceFileRow, (session_id, path))
+        if current is None:
+            raise FileNotFound(f"no file {path!r} in this session's workspace")
+        _check_expected(path, current, expected_version)
+        workspace.version += 1
+        workspace.total_bytes -= current.size
+        workspace.file_count -= 1
+        workspace.updated_at = now()
+        before = current.content
+        await session.delete(current)
+        session.add(workspace)
+        return _recorded(session, session_id, change_id, describe(before, None, workspace.version))
+
+
+async def copy_workspace(session: AsyncSession, *, from_session: str, to_session: str) -> None:
+    """Inside the caller's transaction (a fork's): `to_session` starts with a copy of every
+    file of `from_session`, at the same versions."""
+    source = await session.get(WorkspaceRow, from_session)
+    if source is None:
+        return
+    session.add(
+        WorkspaceRow(
+            session_id=to_session,
+            tenant_id=source.tenant_id,
+            version=source.version,
+            total_bytes=source.total_bytes,
+            file_count=source.file_count,
+            updated_at=now(),
+        )
+    )
+    rows = await session.exec(
+        select(WorkspaceFileRow).where(WorkspaceFileRow.session_id == from_session)
+    )
+    for row in rows.all():
+        session.add(
+            WorkspaceFileRow(
+                session_id=to_session,
+                path=row.path,
+                content=row.content,
+                size=row.size,
+                sha256=row.sha256,
+                version=row.version,
+                updated_at=row.updated_at,
+            )
+        )
+
+
+async def delete_workspaces(session: AsyncSession, session_ids: list[str]) -> None:
+    """Inside the caller's transaction (a session's deletion)."""
+    connection = await session.connection()
+    for table in (WorkspaceFileRow, WorkspaceChangeRow, WorkspaceRow):
+        await connection.execute(delete(table).where(col(table.session_id).in_(session_ids)))
+
+
+async def _done(
+    session: AsyncSession, session_id: str, change_id: str | None
+) -> dict[str, Any] | None:
+    if change_id is None:
+        return None
+    row = await session.get(WorkspaceChangeRow, (session_id, change_id))
+    return dict(row.result) if row is not None else None
+
+
+def _recorded(
+    session: AsyncSession, session_id: str, change_id: str | None, result: dict[str, Any]
+) -> dict[str, Any]:
+    if change_id is not None:
+        session.add(
+            WorkspaceChangeRow(session_id=session_id, change_id=change_id, result=result, at=now())
+        )
+    return result
+
+
+def _check_expected(path: str, current: WorkspaceFileRow | None, expected: int | None) -> None:
+    if expected is None:
+        return
+    found = current.version if current is not None else ABSENT
+    if found != expected:
+        state = f"at version {found}" if current is not None else "absent"
+        wanted = f"version {expected}" if expected != ABSENT else "absent"
+        raise VersionConflict(
+            f"{path!r} is {state}, not {wanted}: another change came first; read it again"
+        )
+
+
+async def _locked_workspace(
+    session: AsyncSession, db: Database, tenant_id: str, session_id: str
+) -> WorkspaceRow:
+    """The workspace's row, created on first use, locked for the transaction."""
+    insert = sqlite_insert if db.is_sqlite else pg_insert
+    connection = await session.connection()
+    await connection.execute(
+        insert(WorkspaceRow)
+        .values(session_id=session_id, tenant_id=tenant_id, version=0, total_bytes=0,
+                file_count=0, updated_at=now())
+        .on_conflict_do_nothing(index_elements=["session_id"])
+    )  # fmt: skip
+    locked = await session.exec(
+        select(WorkspaceRow).where(WorkspaceRow.session_id == session_id).with_for_update()
+    )
+    return locked.one()
