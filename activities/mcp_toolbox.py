@@ -1,5 +1,5 @@
-"""A worker's connections to its agents' MCP servers, their tool lists, and the tools a turn's
-model sees (the agent's own and the servers', one owner: `turn_tools`). docs/mcp.md."""
+"""A worker's connections to its agents' MCP servers and their tool lists (the tools a turn
+offers are `activities/turn_tools.py`'s). docs/mcp.md."""
 
 import asyncio
 import contextlib
@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from perdure.agent import Agent
 from perdure.domain.conversation import ToolSpec
 from perdure.mcp_servers import SEPARATOR, McpServer, ServerKey, exposed_name
-from perdure.tools import Tool, ToolContext
+from perdure.tools import ToolContext
 
 if TYPE_CHECKING:  # the SDK is imported at the worker's start (`import_mcp_sdk`)
     from mcp import Client
@@ -363,35 +362,3 @@ def _unique(server: McpServer, tools: list[McpTool]) -> list[McpTool]:
 
 def _seconds(span: timedelta) -> float:
     return span.total_seconds()
-
-
-@dataclass(frozen=True)
-class TurnTools:
-    """The tools a turn's model may call, and the servers that could not list theirs."""
-
-    tools: Mapping[str, Tool]
-    unreachable: Mapping[str, str]
-    """Server name → why its tools are missing (its calls get this as their error)."""
-
-    def missing(self, name: str) -> str:
-        """The tool error for a call of `name`, which is not among `tools`."""
-        server, separator, _ = name.partition(SEPARATOR)
-        if separator and server in self.unreachable:
-            return self.unreachable[server]
-        return f"unknown tool {name!r}"
-
-
-async def turn_tools(agent: Agent, toolbox: McpToolbox) -> TurnTools:
-    """The agent's own tools and its MCP servers' (a server that cannot list its tools is
-    left out of this step, logged; the turn goes on)."""
-    tools: dict[str, Tool] = dict(agent.tools())
-    unreachable: dict[str, str] = {}
-    for server in agent.mcp_servers:
-        try:
-            listed = await toolbox.tools(server)
-        except McpServerError as error:
-            log.warning("%s; its tools are not offered this step", error)
-            unreachable[server.name] = str(error)
-            continue
-        tools.update((tool.name, tool) for tool in listed)
-    return TurnTools(tools=tools, unreachable=unreachable)

@@ -22,12 +22,12 @@ from activities.client_tools import turn_client_tools
 from activities.compaction import Compactor
 from activities.errors import provider_failure
 from activities.events import emit
-from activities.mcp_toolbox import McpToolbox, turn_tools
 from activities.providers import ModelRequest, Provider, ProviderError
 from activities.recovery_gate import BootDecision, RecoveryGate, RecoveryStart
 from activities.step_log import StepLog
 from activities.step_request import StepPlan, conversation_before, resume_token
 from activities.transcript_repair import repair_transcript
+from activities.turn_tools import ToolSources, turn_tools
 from activities.watched_stream import ProviderStalled, StreamTarget, stream_into_log
 from perdure.agent import Agent, TurnContext
 from perdure.agents_registry import AgentRegistry, UnknownAgent
@@ -75,7 +75,7 @@ class ModelStepActivity:
         appender: LogAppender,
         default_model: str,
         provider_for: Callable[[str], Provider],
-        toolbox: McpToolbox,
+        toolbox: ToolSources,
     ) -> None:
         self._db = db
         self._toolbox = toolbox

@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 from activities._support import current_writer, resolve_agent, superseded
 from activities.client_tools import turn_client_tools
 from activities.events import emit
-from activities.mcp_toolbox import McpToolbox, turn_tools
+from activities.turn_tools import ToolSources, turn_tools
 from perdure.agent import Agent
 from perdure.agents_registry import AgentRegistry
 from perdure.domain.names import PARK_TURN_ACTIVITY, RESUME_TURN_ACTIVITY
@@ -88,7 +88,7 @@ class ParkTurnActivity:
     """`perdure.park_turn`: end the stream for now and record the waits, in one transaction."""
 
     def __init__(
-        self, *, db: Database, bus: ChunkBus, agents: AgentRegistry, toolbox: McpToolbox
+        self, *, db: Database, bus: ChunkBus, agents: AgentRegistry, toolbox: ToolSources
     ) -> None:
         self._db = db
         self._bus = bus
@@ -176,7 +176,7 @@ class ResumeTurnActivity:
     """`perdure.resume_turn`: open the message again and settle what the answers settle."""
 
     def __init__(
-        self, *, db: Database, bus: ChunkBus, agents: AgentRegistry, toolbox: McpToolbox
+        self, *, db: Database, bus: ChunkBus, agents: AgentRegistry, toolbox: ToolSources
     ) -> None:
         self._db = db
         self._bus = bus

@@ -12,8 +12,8 @@ from activities._support import (
     resolve_agent,
     superseded,
 )
-from activities.mcp_toolbox import McpToolbox, turn_tools
 from activities.model_step import stash_writer
+from activities.turn_tools import ToolSources, turn_tools
 from perdure.agent import Agent
 from perdure.agents_registry import AgentRegistry
 from perdure.domain.names import RUN_TOOL_ACTIVITY
@@ -36,7 +36,7 @@ class ToolCallActivity:
     """`perdure.run_tool`: a settled call is never run again; a non-idempotent one runs once."""
 
     def __init__(
-        self, *, db: Database, bus: ChunkBus, agents: AgentRegistry, toolbox: McpToolbox
+        self, *, db: Database, bus: ChunkBus, agents: AgentRegistry, toolbox: ToolSources
     ) -> None:
         self._db = db
         self._bus = bus

@@ -97,6 +97,13 @@ class Agent:
     """Other agents the model may call as tools (each answers in a child turn)."""
     mcp_servers: ClassVar[tuple[McpServer, ...]] = ()
     """MCP servers whose tools the model may call, as `<server>__<tool>` (docs/mcp.md)."""
+    workspace_tools: ClassVar[bool | tuple[str, ...]] = False
+    """The built-in tools over the session's workspace (docs/workspace.md): True for all of
+    read_file, write_file, edit_file, list_files, find_files, grep and delete_file, or a tuple
+    of their names."""
+    workspace_approval: ClassVar[bool | tuple[str, ...]] = False
+    """Which of them wait for a person's approval: True for those that change files
+    (write_file, edit_file, delete_file), or a tuple of names."""
 
     def thinking(self) -> ThinkingOptions:
         return ThinkingOptions(

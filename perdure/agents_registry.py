@@ -7,6 +7,7 @@ from perdure.agent import Agent
 from perdure.default_agent import DefaultAgent
 from perdure.domain.concurrency import MAX_DEBOUNCE_MS, STRATEGIES, Concurrency
 from perdure.domain.model_rules import Family, refusals, rules_for
+from perdure.domain.workspace_rules import CHANGING_TOOLS, WORKSPACE_TOOLS, chosen_tools
 from perdure.mcp_servers import check_servers
 
 
@@ -18,13 +19,24 @@ def _check_tools(agent: Agent) -> None:
     """A model sees one tool per name: client tools and sub-agents may not shadow another, and
     no other tool may take an MCP server's prefix."""
     seen = set(agent.tools())
-    extras = [t.name for t in agent.client_tools] + [s.name for s in agent.sub_agents]
+    workspace = chosen_tools(agent.name, agent.workspace_tools, WORKSPACE_TOOLS, "workspace_tools")
+    approved = chosen_tools(
+        agent.name, agent.workspace_approval, CHANGING_TOOLS, "workspace_approval"
+    )
+    if not set(approved) <= set(workspace):
+        raise ValueError(
+            f"agent {agent.name!r}: workspace_approval names tools it does not offer: "
+            f"{', '.join(sorted(set(approved) - set(workspace)))}"
+        )
+    extras = (
+        [t.name for t in agent.client_tools] + [s.name for s in agent.sub_agents] + [*workspace]
+    )
     check_servers(agent.name, agent.mcp_servers, [*seen, *extras])
     for name in extras:
         if name in seen:
             raise ValueError(
-                f"agent {agent.name!r}: two tools are named {name!r} (a client tool's or "
-                "sub-agent's name must differ from every other tool's)"
+                f"agent {agent.name!r}: two tools are named {name!r} (a client tool's, "
+                "sub-agent's or workspace tool's name must differ from every other tool's)"
             )
         seen.add(name)
 

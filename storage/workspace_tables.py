@@ -43,3 +43,15 @@ class WorkspaceChangeRow(SQLModel, table=True):
     change_id: str = Field(primary_key=True, max_length=200)
     result: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     at: float
+
+
+class WorkspaceSeenRow(SQLModel, table=True):
+    """The version of a file a turn last read or left: its next change of that file expects
+    it, so a change another turn made meanwhile is a conflict, not a silent overwrite."""
+
+    __tablename__ = "workspace_seen"
+
+    submission_id: str = Field(primary_key=True, max_length=64)
+    path: str = Field(primary_key=True, max_length=512)
+    session_id: str = Field(max_length=200)
+    version: int

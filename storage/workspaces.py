@@ -24,7 +24,12 @@ from perdure.domain.workspace_rules import WorkspaceLimits, checked_path
 from storage.db import Database
 from storage.errors import StoreError
 from storage.timing import now
-from storage.workspace_tables import WorkspaceChangeRow, WorkspaceFileRow, WorkspaceRow
+from storage.workspace_tables import (
+    WorkspaceChangeRow,
+    WorkspaceFileRow,
+    WorkspaceRow,
+    WorkspaceSeenRow,
+)
 
 ABSENT = 0
 """`expected_version` of a file that must not exist yet."""
@@ -94,6 +99,19 @@ async def list_files(db: Database, *, session_id: str) -> Listing:
     return Listing(version=workspace.version, total_bytes=workspace.total_bytes, files=files)
 
 
+async def read_files(
+    db: Database, *, session_id: str, matching: Callable[[str], bool]
+) -> dict[str, bytes]:
+    """The contents of the files whose names `matching` accepts, by name, in one read."""
+    async with db.read() as session:
+        rows = await session.exec(
+            select(WorkspaceFileRow.path, WorkspaceFileRow.content)
+            .where(WorkspaceFileRow.session_id == session_id)
+            .order_by(col(WorkspaceFileRow.path))
+        )
+        return {path: content for path, content in rows if matching(path)}
+
+
 async def read_file(db: Database, *, session_id: str, path: str) -> WorkspaceFileRow:
     checked_path(path)
     async with db.read() as session:
@@ -101,6 +119,66 @@ async def read_file(db: Database, *, session_id: str, path: str) -> WorkspaceFil
     if row is None:
         raise FileNotFound(f"no file {path!r} in this session's workspace")
     return row
+
+
+Change = Callable[[bytes | None], bytes | None]
+"""The file's content before (None: absent) → after (None: deleted); may raise `StoreError`."""
+
+
+async def change_file(
+    db: Database,
+    *,
+    tenant_id: str,
+    session_id: str,
+    path: str,
+    change: Change,
+    limits: WorkspaceLimits,
+    expected_version: int | None = None,
+    change_id: str | None = None,
+    seen_by: str | None = None,
+    describe: Describe = _plain,
+) -> dict[str, Any]:
+    """The one transaction that changes a file: `expected_version` None changes whatever is
+    there, `ABSENT` only an absent file, another number only the file at that version;
+    `change_id` makes it once; `seen_by` (a turn's submission) notes the version it leaves,
+    as the turn's own view of the file. Returns `describe`'s result."""
+    checked_path(path)
+    async with db.write() as session:
+        done = await _done(session, session_id, change_id)
+        if done is not None:
+            return done
+        workspace = await _locked_workspace(session, db, tenant_id, session_id)
+        current = await session.get(WorkspaceFileRow, (session_id, path))
+        _check_expected(path, current, expected_version)
+        before = current.content if current is not None else None
+        after = change(before)
+        if after is None and current is None:
+            raise FileNotFound(f"no file {path!r} in this session's workspace")
+        _check_bounds(path, workspace, current, after, limits)
+        at = now()
+        workspace.version += 1
+        workspace.total_bytes += (len(after) if after is not None else 0) - (
+            current.size if current is not None else 0
+        )
+        workspace.file_count += (after is not None) - (current is not None)
+        workspace.updated_at = at
+        session.add(workspace)
+        if after is None:
+            assert current is not None
+            await session.delete(current)
+        else:
+            row = current or WorkspaceFileRow(
+                session_id=session_id, path=path, content=b"", size=0, sha256="", version=0,
+                updated_at=at,
+            )  # fmt: skip
+            row.content, row.size = after, len(after)
+            row.sha256 = hashlib.sha256(after).hexdigest()
+            row.version, row.updated_at = workspace.version, at
+            session.add(row)
+        if seen_by is not None:
+            await _note_seen(session, db, session_id, seen_by, path, workspace.version)
+        result = describe(before, after, workspace.version)
+        return _recorded(session, session_id, change_id, result)
 
 
 async def write_file(
@@ -112,48 +190,17 @@ async def write_file(
     content: bytes,
     limits: WorkspaceLimits,
     expected_version: int | None = None,
-    change_id: str | None = None,
-    describe: Describe = _plain,
 ) -> dict[str, Any]:
-    """Write `path` whole. `expected_version`: None writes whatever is there; `ABSENT` only a
-    new file; another number only over the file at that version. The change's result."""
-    checked_path(path)
-    if len(content) > limits.max_file_bytes:
-        raise FileTooLarge(
-            f"{path!r} is {len(content)} bytes; a file is at most {limits.max_file_bytes}"
-        )
-    async with db.write() as session:
-        done = await _done(session, session_id, change_id)
-        if done is not None:
-            return done
-        workspace = await _locked_workspace(session, db, tenant_id, session_id)
-        current = await session.get(WorkspaceFileRow, (session_id, path))
-        _check_expected(path, current, expected_version)
-        size_before = current.size if current is not None else 0
-        total = workspace.total_bytes - size_before + len(content)
-        if total > limits.max_total_bytes:
-            raise WorkspaceFull(
-                f"writing {path!r} would make the workspace {total} bytes; it holds at most "
-                f"{limits.max_total_bytes}"
-            )
-        if current is None and workspace.file_count + 1 > limits.max_files:
-            raise WorkspaceFull(f"the workspace holds at most {limits.max_files} files")
-        at = now()
-        workspace.version += 1
-        workspace.total_bytes = total
-        workspace.file_count += 1 if current is None else 0
-        workspace.updated_at = at
-        before = current.content if current is not None else None
-        row = current or WorkspaceFileRow(
-            session_id=session_id, path=path, content=b"", size=0, sha256="", version=0,
-            updated_at=at,
-        )  # fmt: skip
-        row.content, row.size = content, len(content)
-        row.sha256 = hashlib.sha256(content).hexdigest()
-        row.version, row.updated_at = workspace.version, at
-        session.add(row)
-        session.add(workspace)
-        return _recorded(session, session_id, change_id, describe(before, content, row.version))
+    """Write `path` whole (see `change_file`)."""
+    return await change_file(
+        db,
+        tenant_id=tenant_id,
+        session_id=session_id,
+        path=path,
+        change=lambda _: content,
+        limits=limits,
+        expected_version=expected_version,
+    )
 
 
 async def delete_file(
@@ -162,28 +209,75 @@ async def delete_file(
     tenant_id: str,
     session_id: str,
     path: str,
+    limits: WorkspaceLimits,
     expected_version: int | None = None,
-    change_id: str | None = None,
-    describe: Describe = _plain,
 ) -> dict[str, Any]:
-    checked_path(path)
+    return await change_file(
+        db,
+        tenant_id=tenant_id,
+        session_id=session_id,
+        path=path,
+        change=lambda _: None,
+        limits=limits,
+        expected_version=expected_version,
+    )
+
+
+async def seen_version(db: Database, *, submission_id: str, path: str) -> int | None:
+    """The version of `path` a turn last read or left (`ABSENT`: it saw none); None: never."""
+    async with db.read() as session:
+        row = await session.get(WorkspaceSeenRow, (submission_id, path))
+    return row.version if row is not None else None
+
+
+async def note_seen(
+    db: Database, *, session_id: str, submission_id: str, path: str, version: int
+) -> None:
     async with db.write() as session:
-        done = await _done(session, session_id, change_id)
-        if done is not None:
-            return done
-        workspace = await _locked_workspace(session, db, tenant_id, session_id)
-        current = await session.get(WorkspaceFileRow, (session_id, path))
-        if current is None:
-            raise FileNotFound(f"no file {path!r} in this session's workspace")
-        _check_expected(path, current, expected_version)
-        workspace.version += 1
-        workspace.total_bytes -= current.size
-        workspace.file_count -= 1
-        workspace.updated_at = now()
-        before = current.content
-        await session.delete(current)
-        session.add(workspace)
-        return _recorded(session, session_id, change_id, describe(before, None, workspace.version))
+        await _note_seen(session, db, session_id, submission_id, path, version)
+
+
+async def _note_seen(
+    session: AsyncSession,
+    db: Database,
+    session_id: str,
+    submission_id: str,
+    path: str,
+    version: int,
+) -> None:
+    insert = sqlite_insert if db.is_sqlite else pg_insert
+    statement = insert(WorkspaceSeenRow).values(
+        submission_id=submission_id, path=path, session_id=session_id, version=version
+    )
+    connection = await session.connection()
+    await connection.execute(
+        statement.on_conflict_do_update(
+            index_elements=["submission_id", "path"], set_={"version": version}
+        )
+    )
+
+
+def _check_bounds(
+    path: str,
+    workspace: WorkspaceRow,
+    current: WorkspaceFileRow | None,
+    after: bytes | None,
+    limits: WorkspaceLimits,
+) -> None:
+    if after is None:
+        return
+    if len(after) > limits.max_file_bytes:
+        raise FileTooLarge(
+            f"{path!r} would be {len(after)} bytes; a file is at most {limits.max_file_bytes}"
+        )
+    total = workspace.total_bytes - (current.size if current is not None else 0) + len(after)
+    if total > limits.max_total_bytes:
+        raise WorkspaceFull(
+            f"writing {path!r} would make the workspace {total} bytes; it holds at most "
+            f"{limits.max_total_bytes}"
+        )
+    if current is None and workspace.file_count + 1 > limits.max_files:
+        raise WorkspaceFull(f"the workspace holds at most {limits.max_files} files")
 
 
 async def copy_workspace(session: AsyncSession, *, from_session: str, to_session: str) -> None:
@@ -222,7 +316,7 @@ async def copy_workspace(session: AsyncSession, *, from_session: str, to_session
 async def delete_workspaces(session: AsyncSession, session_ids: list[str]) -> None:
     """Inside the caller's transaction (a session's deletion)."""
     connection = await session.connection()
-    for table in (WorkspaceFileRow, WorkspaceChangeRow, WorkspaceRow):
+    for table in (WorkspaceFileRow, WorkspaceChangeRow, WorkspaceSeenRow, WorkspaceRow):
         await connection.execute(delete(table).where(col(table.session_id).in_(session_ids)))
 
 

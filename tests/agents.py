@@ -417,3 +417,18 @@ class OneStepAgent(CountingToolsAgent):
 
     name = "one-step"
     max_steps = 1
+
+
+class WorkspaceAgent(ChatCompletionsAgent):
+    """Every built-in workspace tool (docs/workspace.md)."""
+
+    name = "workspace"
+    workspace_tools = True
+
+
+class GuardedWorkspaceAgent(ChatCompletionsAgent):
+    """The workspace tools, its changes waiting for a person's approval."""
+
+    name = "workspace-guarded"
+    workspace_tools = True
+    workspace_approval = True

@@ -124,13 +124,18 @@ async def put_file(
     summary="Delete a file",
 )
 async def remove_file(
-    session: OwnedSessionDep, path: FilePath, db: DbDep, if_match: IfMatch = None
+    session: OwnedSessionDep,
+    path: FilePath,
+    db: DbDep,
+    settings: SettingsDep,
+    if_match: IfMatch = None,
 ) -> Response:
     await delete_file(
         db,
         tenant_id=session.tenant_id,
         session_id=session.id,
         path=_path(path),
+        limits=settings.workspace_limits(),
         expected_version=_expected(if_match, None),
     )
     return Response(status_code=204)

@@ -40,3 +40,36 @@ class WorkspaceLimits:
     max_file_bytes: int
     max_total_bytes: int
     max_files: int
+
+
+WORKSPACE_TOOLS = (
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "find_files",
+    "grep",
+    "delete_file",
+)
+CHANGING_TOOLS = ("write_file", "edit_file", "delete_file")
+"""What `workspace_approval = True` puts behind a person's approval."""
+
+
+def chosen_tools(
+    agent_name: str, chosen: object, every: tuple[str, ...], what: str
+) -> tuple[str, ...]:
+    """An agent's `workspace_tools` / `workspace_approval` as tool names: True is `every`,
+    False none, a tuple those names; ValueError for anything else."""
+    if chosen is True:
+        return every
+    if chosen is False or chosen == ():
+        return ()
+    if not isinstance(chosen, tuple) or not all(isinstance(name, str) for name in chosen):
+        raise ValueError(f"agent {agent_name!r}: {what} is True, False or a tuple of tool names")
+    unknown = [name for name in chosen if name not in WORKSPACE_TOOLS]
+    if unknown:
+        raise ValueError(
+            f"agent {agent_name!r}: {what} names no workspace tool {', '.join(unknown)}; "
+            f"they are {', '.join(WORKSPACE_TOOLS)}"
+        )
+    return chosen

@@ -28,6 +28,8 @@ from activities.reconcile import ReconcileActivity
 from activities.scheduled_prompt import ScheduledPromptActivity
 from activities.sub_agents import SubAgentActivities
 from activities.tool_call import ToolCallActivity
+from activities.turn_tools import ToolSources
+from activities.workspace_tools import WorkspaceTools
 from perdure.agents_registry import AgentRegistry
 from perdure.runtime.services import Services
 from perdure.runtime.settings import Settings
@@ -118,8 +120,11 @@ def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[
         intake_width=services.settings.intake_concurrency,
     )
     finisher = TurnFinisher(db=db, bus=bus, agents=agents, lifecycle=lifecycle)
-    toolbox = McpToolbox()  # the process's connections to its agents' MCP servers
-    services.closers.append(toolbox.close)
+    mcp = McpToolbox()  # the process's connections to its agents' MCP servers
+    services.closers.append(mcp.close)
+    toolbox = ToolSources(
+        mcp=mcp, workspace=WorkspaceTools(db=db, limits=services.settings.workspace_limits())
+    )
     model = ModelStepActivity(
         toolbox=toolbox,
         db=db,

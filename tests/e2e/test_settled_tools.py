@@ -7,9 +7,12 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.mcp_toolbox import McpToolbox
 from activities.tool_call import ToolCallActivity
+from activities.turn_tools import ToolSources
+from activities.workspace_tools import WorkspaceTools
 from perdure.agents_registry import load_agents
 from perdure.domain.payloads import RunToolInput
 from perdure.domain.ui import UIMessage
+from perdure.runtime.settings import Settings
 from perdure.testing.chat_client import user_message
 from storage.bus import ChunkBus
 from storage.chunks import LogWriter, append_chunks, load_log
@@ -62,7 +65,10 @@ async def test_a_retry_after_a_crash_that_followed_an_idempotent_tools_result_ru
         db=store,
         bus=ChunkBus(reliable=False),
         agents=load_agents("tests.agents"),
-        toolbox=McpToolbox(),
+        toolbox=ToolSources(
+            mcp=McpToolbox(),
+            workspace=WorkspaceTools(db=store, limits=Settings().workspace_limits()),
+        ),
     )
     retry = ActivityEnvironment()
     retry.info = dataclasses.replace(retry.info, activity_id=TOOL_ACTIVITY_ID, attempt=2)

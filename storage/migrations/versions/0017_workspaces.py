@@ -1,5 +1,5 @@
-"""Session workspaces: each session's files, its versions and totals, and the changes tool
-calls made (each once).
+"""Session workspaces: each session's files, its versions and totals, the changes tool
+calls made (each once) and the versions turns saw.
 
 Revision ID: 0017
 Revises: 0016
@@ -41,9 +41,17 @@ def upgrade() -> None:
         sa.Column("result", sa.JSON(), nullable=False),
         sa.Column("at", sa.Float(), nullable=False),
     )
+    op.create_table(
+        "workspace_seen",
+        sa.Column("submission_id", sa.String(length=64), primary_key=True),
+        sa.Column("path", sa.String(length=512), primary_key=True),
+        sa.Column("session_id", sa.String(length=200), nullable=False),
+        sa.Column("version", sa.Integer(), nullable=False),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("workspace_seen")
     op.drop_table("workspace_changes")
     op.drop_table("workspace_files")
     op.drop_table("workspaces")
