@@ -84,7 +84,21 @@ def call_line(name: str, arguments: Any) -> LineBlock:
     return LineBlock(f"⚙ {name}{shown}", style="cyan")
 
 
+DIFF_LINES_SHOWN = 12
+"""Lines of a workspace change's diff shown under its call (docs/workspace.md)."""
+
+
 def output_line(output: Any) -> LineBlock:
+    """A result on one line; a workspace change as what it changed (its diff's lines)."""
+    diff = output.get("diff") if isinstance(output, dict) else None
+    if isinstance(diff, str) and diff:
+        lines = [line for line in diff.splitlines() if not line.startswith(("---", "+++"))]
+        more = len(lines) - DIFF_LINES_SHOWN
+        shown = [f"    {line[:LINE_CHARS]}" for line in lines[:DIFF_LINES_SHOWN]]
+        if more > 0:
+            shown.append(f"    … {more} more lines")
+        return LineBlock(f"  ↳ {output.get('path')} v{output.get('version')}\n" + "\n".join(shown),
+                         style="dim")  # fmt: skip
     return LineBlock(f"  ↳ {one_line(output)}", style="dim")
 
 

@@ -215,3 +215,23 @@ def test_a_stored_answer_shows_its_usage_under_it() -> None:
     assert blocks[-1] == LineBlock(
         "· 1,280 tokens: 1,200 in (1,024 cached), 80 out (30 reasoning)", style="dim"
     )
+
+
+def test_a_workspace_change_shows_what_it_changed_under_its_call() -> None:
+    diff = "--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,2 @@\n alpha\n-beta\n+gamma\n"
+    answer = fold(
+        {"type": "tool-input-available", "toolCallId": "c", "toolName": "edit_file", "input": {}},
+        {
+            "type": "tool-output-available",
+            "toolCallId": "c",
+            "output": {"path": "notes.txt", "version": 2, "diff": diff},
+        },
+    )
+
+    assert shown(answer)[1].splitlines() == [
+        "  ↳ notes.txt v2",
+        "    @@ -1,2 +1,2 @@",
+        "     alpha",
+        "    -beta",
+        "    +gamma",
+    ]
