@@ -315,3 +315,23 @@ async def test_an_answer_links_to_its_turn_in_the_temporal_ui(chat: ChatPage) ->
     async with httpx.AsyncClient(base_url=chat.stack.url) as http:
         described = (await http.get(f"/v1/sessions/{chat.chat_id}/submissions/{submission}")).json()
     assert await link.get_attribute("href") == described["temporalUrl"]
+
+
+async def test_the_files_panel_shows_what_the_agent_wrote_and_its_call_opens_the_file(
+    chat: ChatPage,
+) -> None:
+    await chat.open(agent="workspace")
+
+    await chat.send('@tool write_file {"path": "notes/todo.md", "content": "- write the docs\\n"}')
+
+    tool = chat.page.locator('[data-tool="write_file"]')
+    await expect(tool).to_have_attribute("data-state", "output-available")
+    await expect(tool.locator(".diff .add").first).to_contain_text("+- write the docs")
+    await tool.get_by_role("button", name="Open notes/todo.md").click()
+    panel = chat.page.get_by_role("complementary", name="Files")
+    await expect(panel.get_by_role("button", name="todo.md")).to_be_visible()
+    await expect(panel.locator(".file-content")).to_have_text("- write the docs\n")
+    await chat.shot("files-panel")
+    await panel.get_by_role("button", name="Close files").click()
+    await expect(panel).to_have_count(0)
+    assert chat.problems == [], "\n".join(chat.problems)

@@ -5,6 +5,7 @@ import { useCallback, useEffect, useState } from 'react';
 import { api, readableError, type Session } from './api';
 import { forgetKey, storedKey, UNAUTHORIZED_EVENT } from './auth';
 import { ChatPanel } from './Chat';
+import { FilesPanel } from './FilesPanel';
 import { KeyPrompt } from './KeyPrompt';
 import { Sessions } from './Sessions';
 
@@ -27,6 +28,9 @@ export function App() {
   const [sessions, setSessions] = useState<Session[]>([]);
   const [problem, setProblem] = useState<string>();
   const [needsKey, setNeedsKey] = useState(false);
+  const [filesOpen, setFilesOpen] = useState(false);
+  const [openPath, setOpenPath] = useState<string>();
+  const [filesVersion, setFilesVersion] = useState(0);
 
   const open = useCallback((id: string, isNew = false) => {
     const params = new URLSearchParams(location.search);
@@ -65,6 +69,18 @@ export function App() {
     }
   }, [chat, agent]);
 
+  // Another chat's file is not this one's.
+  useEffect(() => setOpenPath(undefined), [chat]);
+  // Stable: the chat's effects depend on them.
+  const onActivity = useCallback(() => {
+    refresh();
+    setFilesVersion(version => version + 1);
+  }, [refresh]);
+  const openFile = useCallback((path: string) => {
+    setOpenPath(path);
+    setFilesOpen(true);
+  }, []);
+
   const current = sessions.find(session => session.id === chat);
   const act = (action: Promise<unknown>) => action.then(refresh, error => setProblem(readableError(error)));
 
@@ -94,6 +110,14 @@ export function App() {
         <header>
           <h1>{current?.title || 'New chat'}</h1>
           {current && <span className="agent">agent: {current.agent}</span>}
+          <button
+            type="button"
+            className="link files-toggle"
+            aria-pressed={filesOpen}
+            onClick={() => setFilesOpen(open => !open)}
+          >
+            Files
+          </button>
         </header>
         {problem && (
           <div className="banner error" role="alert">
@@ -103,8 +127,25 @@ export function App() {
             </button>
           </div>
         )}
-        <ChatPanel key={chat} chatId={chat} fresh={fresh} agent={agent} onActivity={refresh} />
+        <ChatPanel
+          key={chat}
+          chatId={chat}
+          fresh={fresh}
+          agent={agent}
+          onActivity={onActivity}
+          onOpenFile={openFile}
+        />
       </main>
+      {filesOpen && (
+        <FilesPanel
+          key={chat}
+          chatId={chat}
+          selected={openPath}
+          onSelect={setOpenPath}
+          refreshKey={filesVersion}
+          onClose={() => setFilesOpen(false)}
+        />
+      )}
     </div>
   );
 }

@@ -25,11 +25,13 @@ export function ChatPanel({
   fresh,
   agent,
   onActivity,
+  onOpenFile,
 }: {
   chatId: string;
   fresh: boolean;
   agent?: string;
   onActivity: () => void;
+  onOpenFile: (path: string) => void;
 }) {
   const [initial, setInitial] = useState<ChatMessage[] | undefined>(fresh ? [] : undefined);
   const [loadError, setLoadError] = useState<string>();
@@ -46,7 +48,15 @@ export function ChatPanel({
   }, [chatId, fresh]);
   if (loadError) return <p className="banner error">{loadError}</p>;
   if (!initial) return <p className="loading">Loading…</p>;
-  return <Conversation chatId={chatId} agent={agent} initial={initial} onActivity={onActivity} />;
+  return (
+    <Conversation
+      chatId={chatId}
+      agent={agent}
+      initial={initial}
+      onActivity={onActivity}
+      onOpenFile={onOpenFile}
+    />
+  );
 }
 
 function Conversation({
@@ -54,11 +64,13 @@ function Conversation({
   agent,
   initial,
   onActivity,
+  onOpenFile,
 }: {
   chatId: string;
   agent?: string;
   initial: ChatMessage[];
   onActivity: () => void;
+  onOpenFile: (path: string) => void;
 }) {
   const [notice, setNotice] = useState<string>();
   const [recovery, setRecovery] = useState<Recovery>();
@@ -174,6 +186,7 @@ function Conversation({
   };
 
   const actions: MessageActions = {
+    openFile: onOpenFile,
     approve: (id, approved, reason) => void chat.addToolApprovalResponse({ id, approved, reason }),
     output: (tool, toolCallId, answer) => {
       answeredClientCall.current = true;

@@ -8,7 +8,12 @@ export type ToolPartType = ToolUIPart | DynamicToolUIPart;
 export type ToolAnswers = {
   approve: (approvalId: string, approved: boolean, reason?: string) => void;
   output: (tool: string, toolCallId: string, answer: { output: unknown } | { errorText: string }) => void;
+  /** Show a workspace file (the files panel). */
+  openFile: (path: string) => void;
 };
+
+/** The workspace tools whose input names a file (docs/workspace.md). */
+const FILE_TOOLS = new Set(['read_file', 'write_file', 'edit_file', 'delete_file']);
 
 const MAX_REASON_CHARS = 2000;
 
@@ -55,7 +60,21 @@ export function ToolPart({
         <span className={`badge badge-${part.state}`}>{stateLabel(part, waitsForClient)}</span>
       </div>
       {hasInput && <pre className="tool-input">{show(part.input)}</pre>}
-      {part.state === 'output-available' && <pre className="tool-output">{show(part.output)}</pre>}
+      {FILE_TOOLS.has(name) && filePath(part.input) && part.state !== 'output-error' && (
+        <button
+          type="button"
+          className="link file-link"
+          onClick={() => answers.openFile(filePath(part.input)!)}
+        >
+          Open {filePath(part.input)}
+        </button>
+      )}
+      {part.state === 'output-available' &&
+        (diffOf(part.output) ? (
+          <Diff text={diffOf(part.output)!} />
+        ) : (
+          <pre className="tool-output">{show(part.output)}</pre>
+        ))}
       {part.state === 'output-error' && <p className="tool-error">{part.errorText}</p>}
       {part.state === 'output-denied' && (
         <p className="tool-denied">Denied{part.approval.reason ? `: ${part.approval.reason}` : ''}</p>
@@ -67,6 +86,40 @@ export function ToolPart({
         <ClientToolForm tool={name} toolCallId={part.toolCallId} answers={answers} />
       )}
     </div>
+  );
+}
+
+function filePath(input: unknown): string | undefined {
+  const path = typeof input === 'object' && input !== null ? (input as { path?: unknown }).path : undefined;
+  return typeof path === 'string' ? path : undefined;
+}
+
+function diffOf(output: unknown): string | undefined {
+  const diff =
+    typeof output === 'object' && output !== null ? (output as { diff?: unknown }).diff : undefined;
+  return typeof diff === 'string' && diff ? diff : undefined;
+}
+
+/** A workspace change as a unified diff, its added and removed lines marked. */
+function Diff({ text }: { text: string }) {
+  return (
+    <pre className="diff tool-output">
+      {text.split('\n').map((line, index) => (
+        <span
+          key={index}
+          className={
+            line.startsWith('+') && !line.startsWith('+++')
+              ? 'add'
+              : line.startsWith('-') && !line.startsWith('---')
+                ? 'del'
+                : undefined
+          }
+        >
+          {line}
+          {'\n'}
+        </span>
+      ))}
+    </pre>
   );
 }
 

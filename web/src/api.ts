@@ -94,6 +94,10 @@ async function request<T>(path: string, init?: RequestInit): Promise<T> {
 const session = (id: string) => `v1/sessions/${encodeURIComponent(id)}`;
 const chat = (id: string) => `api/chat/${encodeURIComponent(id)}`;
 
+/** A file of a session's workspace (docs/workspace.md). */
+export type WorkspaceFile = { path: string; size: number; version: number };
+export type Workspace = { version: number; totalBytes: number; files: WorkspaceFile[] };
+
 export const api = {
   sessions: () => request<{ data: Session[] }>('v1/sessions?limit=200').then(body => body.data),
   rename: (id: string, title: string) =>
@@ -121,6 +125,20 @@ export const api = {
 
   /** The client tool calls the session's turn is parked on. */
   waitingCalls: (id: string) => request<WaitingCall[]>(`${session(id)}/tool-calls`),
+  /** The session's workspace; an empty one for a chat not begun. */
+  files: (id: string) =>
+    request<Workspace>(`${session(id)}/files`).catch((error: unknown) => {
+      if (error instanceof ApiError && error.status === 404) return { version: 0, totalBytes: 0, files: [] };
+      throw error;
+    }),
+  /** A file's content as text (binary bytes are shown decoded as UTF-8, replaced where not). */
+  file: async (id: string, path: string) => {
+    const response = await authorizedFetch(
+      `${session(id)}/files/${path.split('/').map(encodeURIComponent).join('/')}`,
+    );
+    if (!response.ok) throw new ApiError(`HTTP ${response.status}`, response.status);
+    return response.text();
+  },
   temporalUrl: (id: string, submissionId: string) =>
     request<{ temporalUrl?: string }>(`${session(id)}/submissions/${encodeURIComponent(submissionId)}`).then(
       body => body.temporalUrl,
