@@ -181,48 +181,6 @@ async def change_file(
         return _recorded(session, session_id, change_id, result)
 
 
-async def write_file(
-    db: Database,
-    *,
-    tenant_id: str,
-    session_id: str,
-    path: str,
-    content: bytes,
-    limits: WorkspaceLimits,
-    expected_version: int | None = None,
-) -> dict[str, Any]:
-    """Write `path` whole (see `change_file`)."""
-    return await change_file(
-        db,
-        tenant_id=tenant_id,
-        session_id=session_id,
-        path=path,
-        change=lambda _: content,
-        limits=limits,
-        expected_version=expected_version,
-    )
-
-
-async def delete_file(
-    db: Database,
-    *,
-    tenant_id: str,
-    session_id: str,
-    path: str,
-    limits: WorkspaceLimits,
-    expected_version: int | None = None,
-) -> dict[str, Any]:
-    return await change_file(
-        db,
-        tenant_id=tenant_id,
-        session_id=session_id,
-        path=path,
-        change=lambda _: None,
-        limits=limits,
-        expected_version=expected_version,
-    )
-
-
 async def seen_version(db: Database, *, submission_id: str, path: str) -> int | None:
     """The version of `path` a turn last read or left (`ABSENT`: it saw none); None: never."""
     async with db.read() as session:

@@ -13,7 +13,7 @@ from gateway.schemas.common import ERROR_RESPONSES
 from gateway.schemas.files import FilesPublic, FileWritten
 from perdure.domain.workspace_rules import MAX_PATH_BYTES, BadPath, checked_path
 from perdure.runtime.settings import Settings
-from storage.workspaces import ABSENT, delete_file, list_files, read_file, write_file
+from storage.workspaces import ABSENT, change_file, list_files, read_file
 
 router = APIRouter(prefix="/v1/sessions", tags=["files"])
 
@@ -101,12 +101,12 @@ async def put_file(
 ) -> FileWritten:
     checked, expected = _path(path), _expected(if_match, if_none_match)
     content = await request.body()
-    result = await write_file(
+    result = await change_file(
         db,
         tenant_id=session.tenant_id,
         session_id=session.id,
         path=checked,
-        content=content,
+        change=lambda _: content,
         limits=settings.workspace_limits(),
         expected_version=expected,
     )
@@ -130,11 +130,12 @@ async def remove_file(
     settings: SettingsDep,
     if_match: IfMatch = None,
 ) -> Response:
-    await delete_file(
+    await change_file(
         db,
         tenant_id=session.tenant_id,
         session_id=session.id,
         path=_path(path),
+        change=lambda _: None,
         limits=settings.workspace_limits(),
         expected_version=_expected(if_match, None),
     )
