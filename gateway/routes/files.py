@@ -85,7 +85,7 @@ async def get_file(session: OwnedSessionDep, path: FilePath, db: DbDep) -> Respo
 @router.put(
     "/{session_id}/files/{path:path}",
     response_model=FileWritten,
-    responses=ERROR_RESPONSES,
+    responses={201: {"model": FileWritten, "description": "A new file"}, **ERROR_RESPONSES},
     summary="Write a file whole (the request body is its content)",
 )
 @body_limit(_upload_limit)
