@@ -6,7 +6,9 @@ resumed, triggered and backfilled, but not changed or deleted: the code that dec
 owns them.
 """
 
+import asyncio
 import uuid
+import weakref
 from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, TypeVar
@@ -236,16 +238,30 @@ PUSH_ROUNDS = 3
 the last writer's definition is the one Temporal keeps."""
 
 
+_PUSHES: "weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock]" = (
+    weakref.WeakValueDictionary()
+)
+"""One push at a time per schedule in this process: concurrent pushes of different rows can
+reach Temporal in any order, and the one that lands last must be the newest."""
+
+
 async def _pushed(db: Database, client: Client, settings: Settings, row: PromptScheduleRow) -> None:
     """Bring the row's Temporal Schedule up to the stored definition (re-created if it was
-    deleted outside Perdure), and again while concurrent changes overtake it."""
+    deleted outside Perdure), and again while concurrent changes overtake it. Each push sends
+    the newest stored row, one at a time per schedule here (another gateway's changes are
+    caught by the re-read)."""
     task_queue = settings.task_queue
-    for _ in range(PUSH_ROUNDS):
-        await _temporal(client, ensure_prompt_schedule(client, row, task_queue=task_queue))
-        current = await get_schedule(db, tenant_id=row.tenant_id, schedule_id=row.id)
-        if current is None or current.updated_at == row.updated_at:
-            return
-        row = current
+    key = (row.tenant_id, row.id)
+    lock = _PUSHES.get(key) or _PUSHES.setdefault(key, asyncio.Lock())
+    async with lock:
+        for _ in range(PUSH_ROUNDS):
+            current = await get_schedule(db, tenant_id=row.tenant_id, schedule_id=row.id)
+            if current is None:
+                return
+            await _temporal(client, ensure_prompt_schedule(client, current, task_queue=task_queue))
+            latest = await get_schedule(db, tenant_id=row.tenant_id, schedule_id=row.id)
+            if latest is None or latest.updated_at == current.updated_at:
+                return
 
 
 @router.patch(
