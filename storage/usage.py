@@ -2,7 +2,9 @@
 here, the reads: a turn's totals, a tenant's tokens of a day and a month, the usage report."""
 
 import datetime
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func
 from sqlalchemy import select as select_columns
@@ -33,26 +35,33 @@ def utc_day(at: float) -> str:
     return datetime.datetime.fromtimestamp(at, datetime.UTC).date().isoformat()
 
 
-def turn_usage(session: Session, submission_id: str) -> Usage | None:
-    """Everything a turn's model calls consumed, every attempt counted; None before any call
-    reported its usage."""
-    row = (
-        session.connection()
-        .execute(
-            select_columns(
-                func.count(),
-                func.sum(ModelUsageRow.input_tokens),
-                func.sum(ModelUsageRow.cached_input_tokens),
-                func.sum(ModelUsageRow.output_tokens),
-                func.sum(ModelUsageRow.reasoning_tokens),
-            ).where(col(ModelUsageRow.submission_id) == submission_id)
-        )
-        .one()
-    )
+_TOTALS = (
+    func.count(),
+    func.sum(ModelUsageRow.input_tokens),
+    func.sum(ModelUsageRow.cached_input_tokens),
+    func.sum(ModelUsageRow.output_tokens),
+    func.sum(ModelUsageRow.reasoning_tokens),
+)
+"""Model calls, and their tokens summed: what every usage read selects after its keys."""
+
+
+def _totals(row: Sequence[Any]) -> tuple[int, Usage] | None:
+    """`_TOTALS` as read: the calls and their usage; None for the sums of no call."""
     calls, input_tokens, cached, output_tokens, reasoning = row
     if not calls:
         return None
-    return Usage(input=input_tokens, cached_input=cached, output=output_tokens, reasoning=reasoning)
+    usage = Usage(
+        input=input_tokens, cached_input=cached, output=output_tokens, reasoning=reasoning
+    )
+    return int(calls), usage
+
+
+def turn_usage(session: Session, submission_id: str) -> Usage | None:
+    """Everything a turn's model calls consumed, every attempt counted; None before any call
+    reported its usage."""
+    statement = select_columns(*_TOTALS).where(col(ModelUsageRow.submission_id) == submission_id)
+    totals = _totals(session.connection().execute(statement).one())
+    return totals[1] if totals is not None else None
 
 
 def tenant_tokens(session: Session, tenant_id: str, *, first_day: str, last_day: str) -> int:
@@ -100,14 +109,7 @@ async def usage_report(
     epoch, summed by `group_by` (ordered by it); one group for all when it is empty."""
     columns = [_GROUP_COLUMNS[name] for name in group_by]
     statement = (
-        select_columns(
-            *columns,
-            func.count(),
-            func.sum(ModelUsageRow.input_tokens),
-            func.sum(ModelUsageRow.cached_input_tokens),
-            func.sum(ModelUsageRow.output_tokens),
-            func.sum(ModelUsageRow.reasoning_tokens),
-        )
+        select_columns(*columns, *_TOTALS)
         .where(
             col(ModelUsageRow.tenant_id) == tenant_id,
             col(ModelUsageRow.at) >= start,
@@ -125,22 +127,8 @@ async def usage_report(
         )
     groups: list[UsageGroup] = []
     for row in rows:
-        keys, (calls, input_tokens, cached, output_tokens, reasoning) = (
-            row[: len(columns)],
-            row[len(columns) :],
-        )
-        if not calls:
-            continue  # no group at all: the sums of nothing
-        groups.append(
-            UsageGroup(
-                keys=dict(zip(group_by, keys, strict=True)),
-                calls=int(calls),
-                usage=Usage(
-                    input=input_tokens,
-                    cached_input=cached,
-                    output=output_tokens,
-                    reasoning=reasoning,
-                ),
-            )
-        )
+        totals = _totals(row[len(columns) :])
+        if totals is not None:  # None: no group at all, the sums of nothing
+            keys = dict(zip(group_by, row[: len(columns)], strict=True))
+            groups.append(UsageGroup(keys=keys, calls=totals[0], usage=totals[1]))
     return groups
