@@ -31,10 +31,9 @@ from perdure.domain.workspace_rules import (
 )
 from perdure.tools import DEFAULT_WAIT_TIMEOUT, Tool, ToolArgumentsError, ToolContext
 from storage.db import Database
-from storage.errors import StoreError
+from storage.errors import FileNotFound, StoreError
 from storage.workspaces import (
     ABSENT,
-    FileNotFound,
     change_file,
     list_files,
     note_seen,

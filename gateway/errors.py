@@ -22,8 +22,15 @@ from perdure.turn_control.fair_gate import IntakeBusy
 from perdure.turn_control.rpc import TRANSIENT_RPC_STATUSES
 from storage.branches import MessageNotFound, SessionExists
 from storage.concurrency import SessionBusy
-from storage.errors import MessageConflict, StoreError, SubmissionConflict
-from storage.workspaces import FileNotFound, FileTooLarge, VersionConflict, WorkspaceFull
+from storage.errors import (
+    FileNotFound,
+    FileTooLarge,
+    MessageConflict,
+    StoreError,
+    SubmissionConflict,
+    VersionConflict,
+    WorkspaceFull,
+)
 
 log = logging.getLogger("perdure.gateway")
 

@@ -39,3 +39,23 @@ class BudgetExhausted(StoreError):
     def __init__(self, message: str, *, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class FileNotFound(StoreError):
+    """No such file in the session's workspace (storage/workspaces.py)."""
+
+    code = "file_not_found"
+
+
+class VersionConflict(StoreError):
+    """The file is not at the version the change expected: another change came first."""
+
+    code = "version_conflict"
+
+
+class FileTooLarge(StoreError):
+    code = "file_too_large"
+
+
+class WorkspaceFull(StoreError):
+    code = "workspace_full"

@@ -22,7 +22,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from perdure.domain.workspace_rules import WorkspaceLimits, checked_path
 from storage.db import Database
-from storage.errors import StoreError
+from storage.errors import FileNotFound, FileTooLarge, VersionConflict, WorkspaceFull
 from storage.timing import now
 from storage.workspace_tables import (
     WorkspaceChangeRow,
@@ -33,24 +33,6 @@ from storage.workspace_tables import (
 
 ABSENT = 0
 """`expected_version` of a file that must not exist yet."""
-
-
-class FileNotFound(StoreError):
-    code = "file_not_found"
-
-
-class VersionConflict(StoreError):
-    """The file is not at the version the change expected: another change came first."""
-
-    code = "version_conflict"
-
-
-class FileTooLarge(StoreError):
-    code = "file_too_large"
-
-
-class WorkspaceFull(StoreError):
-    code = "workspace_full"
 
 
 @dataclass(frozen=True)
