@@ -115,6 +115,16 @@ ARGUMENTS: dict[str, type[_Arguments]] = {
 }
 
 
+def _spec(name: str) -> ToolSpec:
+    schema = ARGUMENTS[name].model_json_schema()
+    schema.pop("title", None)
+    return ToolSpec(name=name, description=DESCRIPTIONS[name], parameters=schema)
+
+
+SPECS = {name: _spec(name) for name in WORKSPACE_TOOLS}
+"""Built once: a JSON schema costs milliseconds, and every model step sends the specs."""
+
+
 def offered_names(agent: Agent) -> tuple[str, ...]:
     return chosen_tools(agent.name, agent.workspace_tools, WORKSPACE_TOOLS, "workspace_tools")
 
@@ -136,9 +146,7 @@ class WorkspaceTool:
 
     @property
     def spec(self) -> ToolSpec:
-        schema = ARGUMENTS[self.name].model_json_schema()
-        schema.pop("title", None)
-        return ToolSpec(name=self.name, description=DESCRIPTIONS[self.name], parameters=schema)
+        return SPECS[self.name]
 
     async def approval_needed(self, arguments: dict[str, Any], context: ToolContext) -> bool:
         return self.needs_approval
