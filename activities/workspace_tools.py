@@ -15,7 +15,7 @@ import json
 import re
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -32,6 +32,7 @@ from perdure.domain.workspace_rules import (
 from perdure.tools import DEFAULT_WAIT_TIMEOUT, Tool, ToolArgumentsError, ToolContext
 from storage.db import Database
 from storage.errors import FileNotFound, StoreError
+from storage.sessions import root_session_id
 from storage.workspaces import (
     ABSENT,
     change_file,
@@ -190,7 +191,10 @@ class WorkspaceTools:
             "grep": self._grep,
             "delete_file": self._delete,
         }
-        return await handlers[name](arguments, context)
+        # A sub-agent works in the workspace of the chat it descends from (Think's sub-agents
+        # share their parent's); what a turn saw stays its own, by its submission.
+        home = await root_session_id(self.db, session_id=context.session_id)
+        return await handlers[name](arguments, replace(context, session_id=home))
 
     async def _read(self, arguments: _Read, context: ToolContext) -> Any:
         try:

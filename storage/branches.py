@@ -7,6 +7,7 @@ from storage.concurrency import SessionBusy
 from storage.db import Database
 from storage.errors import StoreError
 from storage.session_keys import session_key
+from storage.sessions import lineage
 from storage.tables import ChatSessionRow, MessageRow
 from storage.timing import now
 from storage.workspaces import copy_workspace
@@ -127,5 +128,7 @@ async def fork(
                     created_at=row.created_at,
                 )
             )
-        await copy_workspace(session, from_session=chat.id, to_session=forked.id)
+        # A sub-agent's session works in its root's workspace: that is the one to copy.
+        home = (await lineage(session, chat.id))[-1]
+        await copy_workspace(session, from_session=home, to_session=forked.id)
         return forked

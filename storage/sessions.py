@@ -5,6 +5,7 @@ import uuid
 
 from sqlalchemy import delete, func, update
 from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import SelectOfScalar
 
 from storage.db import Database
@@ -141,15 +142,31 @@ async def delete_session(db: Database, *, tenant_id: str, session_id: str) -> bo
     return True
 
 
+MAX_LINEAGE = 100
+"""Parents followed at most (sub-agents nest 4 deep; a broken link cannot loop forever)."""
+
+
+async def lineage(session: AsyncSession, session_id: str) -> list[str]:
+    """The session's id, then its parent's, and so on up to the chat a person started."""
+    ids = [session_id]
+    chat = await session.get(ChatSessionRow, session_id)
+    while chat is not None and chat.parent_session_id is not None and len(ids) <= MAX_LINEAGE:
+        ids.append(chat.parent_session_id)
+        chat = await session.get(ChatSessionRow, chat.parent_session_id)
+    return ids
+
+
 async def session_depth(db: Database, *, session_id: str) -> int:
     """How many parents the session has (0 for a chat a person started)."""
-    depth = 0
     async with db.read() as session:
-        chat = await session.get(ChatSessionRow, session_id)
-        while chat is not None and chat.parent_session_id is not None and depth < 100:
-            depth += 1
-            chat = await session.get(ChatSessionRow, chat.parent_session_id)
-    return depth
+        return len(await lineage(session, session_id)) - 1
+
+
+async def root_session_id(db: Database, *, session_id: str) -> str:
+    """The chat a person started that the session descends from (itself, unless it is a
+    sub-agent's): its workspace is every sub-agent's below it."""
+    async with db.read() as session:
+        return (await lineage(session, session_id))[-1]
 
 
 async def child_sessions(db: Database, *, tenant_id: str, session_id: str) -> list[ChatSessionRow]:

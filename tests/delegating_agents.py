@@ -22,6 +22,26 @@ class ManagerAgent(ChatCompletionsAgent):
     )
 
 
+class WorkspaceLeadAgent(ChatCompletionsAgent):
+    """Delegates work on its chat's files to sub-agents (docs/workspace.md): `editor`'s
+    changes wait for approval, `helper`'s do not."""
+
+    name = "workspace-lead"
+    workspace_tools = ("read_file", "list_files")
+    sub_agents = (
+        SubAgent(
+            name="editor",
+            agent="workspace-guarded",
+            description="Ask the editor to change a file; its changes wait for approval.",
+        ),
+        SubAgent(
+            name="helper",
+            agent="workspace",
+            description="Ask the helper to work on the files.",
+        ),
+    )
+
+
 class StrictAgent(ChatCompletionsAgent):
     """Refuses a message while its turn runs (the concurrency specifications)."""
 

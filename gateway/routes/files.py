@@ -4,7 +4,7 @@ another change came first), `If-None-Match: *` makes a write create only."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Path, Request, Response
+from fastapi import APIRouter, Depends, Header, Path, Request, Response
 
 from gateway.body_limits import body_limit
 from gateway.deps import DbDep, OwnedSessionDep, SettingsDep
@@ -13,6 +13,7 @@ from gateway.schemas.common import ERROR_RESPONSES
 from gateway.schemas.files import FilesPublic, FileWritten
 from perdure.domain.workspace_rules import MAX_PATH_BYTES, BadPath, checked_path
 from perdure.runtime.settings import Settings
+from storage.sessions import root_session_id
 from storage.workspaces import ABSENT, change_file, list_files, read_file
 
 router = APIRouter(prefix="/v1/sessions", tags=["files"])
@@ -49,6 +50,17 @@ def _expected(if_match: str | None, if_none_match: str | None) -> int | None:
     return int(version)
 
 
+async def _home(session: OwnedSessionDep, db: DbDep) -> str:
+    """The session whose workspace this is: a sub-agent's session shows its root chat's, the
+    one its turns work in."""
+    if session.parent_session_id is None:
+        return session.id
+    return await root_session_id(db, session_id=session.id)
+
+
+HomeDep = Annotated[str, Depends(_home)]
+
+
 def _upload_limit(settings: Settings) -> int:
     return settings.workspace_max_file_bytes
 
@@ -59,8 +71,8 @@ def _upload_limit(settings: Settings) -> int:
     responses=ERROR_RESPONSES,
     summary="The session's workspace: every file, by path",
 )
-async def get_files(session: OwnedSessionDep, db: DbDep) -> FilesPublic:
-    return FilesPublic.of(await list_files(db, session_id=session.id))
+async def get_files(home: HomeDep, db: DbDep) -> FilesPublic:
+    return FilesPublic.of(await list_files(db, session_id=home))
 
 
 @router.get(
@@ -68,8 +80,8 @@ async def get_files(session: OwnedSessionDep, db: DbDep) -> FilesPublic:
     responses={200: {"content": {TEXT: {}, BINARY: {}}}, **ERROR_RESPONSES},
     summary="A file's content (text as UTF-8, anything else as bytes); its version is its ETag",
 )
-async def get_file(session: OwnedSessionDep, path: FilePath, db: DbDep) -> Response:
-    row = await read_file(db, session_id=session.id, path=_path(path))
+async def get_file(home: HomeDep, path: FilePath, db: DbDep) -> Response:
+    row = await read_file(db, session_id=home, path=_path(path))
     try:
         row.content.decode()
         media_type = TEXT
@@ -91,6 +103,7 @@ async def get_file(session: OwnedSessionDep, path: FilePath, db: DbDep) -> Respo
 @body_limit(_upload_limit)
 async def put_file(
     session: OwnedSessionDep,
+    home: HomeDep,
     path: FilePath,
     request: Request,
     response: Response,
@@ -104,7 +117,7 @@ async def put_file(
     result = await change_file(
         db,
         tenant_id=session.tenant_id,
-        session_id=session.id,
+        session_id=home,
         path=checked,
         change=lambda _: content,
         limits=settings.workspace_limits(),
@@ -125,6 +138,7 @@ async def put_file(
 )
 async def remove_file(
     session: OwnedSessionDep,
+    home: HomeDep,
     path: FilePath,
     db: DbDep,
     settings: SettingsDep,
@@ -133,7 +147,7 @@ async def remove_file(
     await change_file(
         db,
         tenant_id=session.tenant_id,
-        session_id=session.id,
+        session_id=home,
         path=_path(path),
         change=lambda _: None,
         limits=settings.workspace_limits(),
