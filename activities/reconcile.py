@@ -1,5 +1,6 @@
 """The reconcile activity: repair submissions and fibers that no workflow is serving
-(docs/architecture.md, "The reconciler"), and prune closed chunk logs past the retention period."""
+(docs/architecture.md, "The reconciler"), prune closed chunk logs past the retention period,
+and sweep workspace blobs no file names."""
 
 import logging
 from datetime import timedelta
@@ -19,6 +20,8 @@ from storage.db import Database
 from storage.hygiene import prune_closed_logs
 from storage.submissions import stale_active
 from storage.timing import now
+from storage.workspace_blobs import BlobDirectory
+from storage.workspaces import sweep_blobs
 
 RECONCILER_WRITER = LogWriter(key="reconciler", attempt=1)
 PRUNE_BATCHES = 50
@@ -38,6 +41,7 @@ class ReconcileActivity:
         lifecycle: SubmissionLifecycle,
         finisher: TurnFinisher,
         chunk_retention: timedelta | None = None,
+        blobs: BlobDirectory | None = None,
     ) -> None:
         self._db = db
         self._client = client
@@ -47,6 +51,7 @@ class ReconcileActivity:
         self._finisher = finisher
         self._chunk_retention = chunk_retention
         """None: closed chunk logs are kept forever."""
+        self._blobs = blobs
 
     @activity.defn(name=RECONCILE_ACTIVITY)
     async def reconcile(self, request: ReconcileInput) -> ReconcileReport:
@@ -101,7 +106,19 @@ class ReconcileActivity:
         )
         report.fibers_started, report.fibers_settled = fibers.started, fibers.settled
         report.pruned_logs = await self._prune()
+        report.swept_blobs = await self._sweep()
         return report
+
+    async def _sweep(self) -> int:
+        """Delete the workspace blobs no file names any more (storage/workspace_blobs.py). A
+        failure is logged, not raised, as a prune's is."""
+        if self._blobs is None:
+            return 0
+        try:
+            return await sweep_blobs(self._db, self._blobs)
+        except Exception:
+            log.exception("sweeping the workspace blob directory failed; the next run goes on")
+            return 0
 
     async def _prune(self) -> int:
         """Delete the chunks of logs closed longer ago than the retention period, in bounded

@@ -33,6 +33,7 @@ from perdure.tools import DEFAULT_WAIT_TIMEOUT, Tool, ToolArgumentsError, ToolCo
 from storage.db import Database
 from storage.errors import FileNotFound, StoreError
 from storage.sessions import root_session_id
+from storage.workspace_blobs import BlobDirectory
 from storage.workspaces import (
     ABSENT,
     change_file,
@@ -173,6 +174,7 @@ class WorkspaceTools:
 
     db: Database
     limits: WorkspaceLimits
+    blobs: BlobDirectory | None = None
 
     def for_agent(self, agent: Agent) -> dict[str, Tool]:
         approved = set(approved_names(agent))
@@ -198,7 +200,9 @@ class WorkspaceTools:
 
     async def _read(self, arguments: _Read, context: ToolContext) -> Any:
         try:
-            row = await read_file(self.db, session_id=context.session_id, path=arguments.path)
+            row = await read_file(
+                self.db, session_id=context.session_id, path=arguments.path, blobs=self.blobs
+            )
         except FileNotFound:
             await self._saw(context, arguments.path, ABSENT)
             raise
@@ -274,6 +278,7 @@ class WorkspaceTools:
             change_id=context.tool_call_id,
             seen_by=context.submission_id,
             describe=lambda before, after, version: _changed(path, before, after, version),
+            blobs=self.blobs,
         )
 
     async def _list(self, arguments: _List, context: ToolContext) -> Any:
@@ -296,6 +301,7 @@ class WorkspaceTools:
             self.db,
             session_id=context.session_id,
             matching=lambda path: fnmatch.fnmatchcase(path, arguments.glob),
+            blobs=self.blobs,
         )
         texts: dict[str, str] = {}
         for path, content in contents.items():

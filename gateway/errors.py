@@ -23,6 +23,7 @@ from perdure.turn_control.rpc import TRANSIENT_RPC_STATUSES
 from storage.branches import MessageNotFound, SessionExists
 from storage.concurrency import SessionBusy
 from storage.errors import (
+    BlobMissing,
     FileNotFound,
     FileTooLarge,
     MessageConflict,
@@ -212,6 +213,13 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _busy(_: Request, error: IntakeBusy) -> JSONResponse:
         return response_for(
             unavailable("intake_busy", f"the gateway is busy with other submissions: {error}")
+        )
+
+    @app.exception_handler(BlobMissing)
+    async def _no_blob(_: Request, error: StoreError) -> JSONResponse:
+        # A volume not mounted yet, say: retrying may find it.
+        return error_response(
+            503, error.code, str(error), headers={"Retry-After": str(RETRY_AFTER_SECONDS)}
         )
 
     @app.exception_handler(FileNotFound)

@@ -59,3 +59,10 @@ class FileTooLarge(StoreError):
 
 class WorkspaceFull(StoreError):
     code = "workspace_full"
+
+
+class BlobMissing(StoreError):
+    """A file's content is in the workspace blob directory and this process cannot read it
+    there: no blob directory here, or not the one the writer used (storage/workspace_blobs.py)."""
+
+    code = "blob_missing"

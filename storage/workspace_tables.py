@@ -26,6 +26,9 @@ class WorkspaceFileRow(SQLModel, table=True):
     session_id: str = Field(primary_key=True, max_length=200)
     path: str = Field(primary_key=True, max_length=512)
     content: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    """Empty when `blob` names where it is."""
+    blob: str | None = Field(default=None, max_length=32)
+    """The content's blob in the blob directory (storage/workspace_blobs.py), if it is there."""
     size: int
     sha256: str = Field(max_length=64)
     version: int

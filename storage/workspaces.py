@@ -8,7 +8,9 @@ overwriting it. A change made with an id (a tool call's) is recorded with its re
 again, it changes nothing and answers the same (exactly once, whatever retried it).
 """
 
+import asyncio
 import hashlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,8 +24,9 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from perdure.domain.workspace_rules import WorkspaceLimits, checked_path
 from storage.db import Database
-from storage.errors import FileNotFound, FileTooLarge, VersionConflict, WorkspaceFull
+from storage.errors import BlobMissing, FileNotFound, FileTooLarge, VersionConflict, WorkspaceFull
 from storage.timing import now
+from storage.workspace_blobs import SWEEP_GRACE_SECONDS, BlobDirectory
 from storage.workspace_tables import (
     WorkspaceChangeRow,
     WorkspaceFileRow,
@@ -42,6 +45,13 @@ class FileInfo:
     sha256: str
     version: int
     updated_at: float
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    path: str
+    content: bytes
+    version: int
 
 
 @dataclass(frozen=True)
@@ -82,25 +92,77 @@ async def list_files(db: Database, *, session_id: str) -> Listing:
 
 
 async def read_files(
-    db: Database, *, session_id: str, matching: Callable[[str], bool]
+    db: Database,
+    *,
+    session_id: str,
+    matching: Callable[[str], bool],
+    blobs: BlobDirectory | None = None,
 ) -> dict[str, bytes]:
-    """The contents of the files whose names `matching` accepts, by name, in one read."""
+    """The contents of the files whose names `matching` accepts, by name."""
     async with db.read() as session:
         rows = await session.exec(
-            select(WorkspaceFileRow.path, WorkspaceFileRow.content)
+            select(WorkspaceFileRow.path, WorkspaceFileRow.content, WorkspaceFileRow.blob)
             .where(WorkspaceFileRow.session_id == session_id)
             .order_by(col(WorkspaceFileRow.path))
         )
-        return {path: content for path, content in rows if matching(path)}
+        found = [(path, content, blob) for path, content, blob in rows if matching(path)]
+    contents: dict[str, bytes] = {}
+    for path, content, blob in found:
+        try:
+            contents[path] = await _content(content, blob, blobs)
+        except BlobMissing:  # changed meanwhile: read it again, alone
+            try:
+                contents[path] = (await read_file(db, session_id=session_id, path=path,
+                                                  blobs=blobs)).content  # fmt: skip
+            except FileNotFound:
+                continue
+    return contents
 
 
-async def read_file(db: Database, *, session_id: str, path: str) -> WorkspaceFileRow:
+async def read_file(
+    db: Database, *, session_id: str, path: str, blobs: BlobDirectory | None = None
+) -> StoredFile:
     checked_path(path)
+    try:
+        return await _read_once(db, session_id, path, blobs)
+    except BlobMissing:
+        # A change and a sweep between reading the row and its blob: the row is new now.
+        return await _read_once(db, session_id, path, blobs)
+
+
+async def _read_once(
+    db: Database, session_id: str, path: str, blobs: BlobDirectory | None
+) -> StoredFile:
     async with db.read() as session:
         row = await session.get(WorkspaceFileRow, (session_id, path))
     if row is None:
         raise FileNotFound(f"no file {path!r} in this session's workspace")
-    return row
+    return StoredFile(path, await _content(row.content, row.blob, blobs), row.version)
+
+
+async def _content(content: bytes, blob: str | None, blobs: BlobDirectory | None) -> bytes:
+    if blob is None:
+        return content
+    if blobs is None:
+        raise BlobMissing(
+            "the file is in the workspace's blob directory, and this process has none: set "
+            "PERDURE_WORKSPACE_BLOB_DIR as the other gateways and workers do"
+        )
+    return await asyncio.to_thread(blobs.get, blob)
+
+
+async def sweep_blobs(
+    db: Database, blobs: BlobDirectory, *, grace: float = SWEEP_GRACE_SECONDS
+) -> int:
+    """Delete the blobs no file names any more (deleted, overwritten, their session gone, a
+    change that never committed) once older than `grace` seconds; returns how many."""
+    cutoff = time.time() - grace  # taken before the names are read: see `BlobDirectory.sweep`
+    async with db.read() as session:
+        rows = await session.exec(
+            select(WorkspaceFileRow.blob).where(col(WorkspaceFileRow.blob).is_not(None))
+        )
+        named = {blob for blob in rows.all() if blob is not None}
+    return await asyncio.to_thread(blobs.sweep, named, cutoff=cutoff)
 
 
 Change = Callable[[bytes | None], bytes | None]
@@ -119,11 +181,13 @@ async def change_file(
     change_id: str | None = None,
     seen_by: str | None = None,
     describe: Describe = _plain,
+    blobs: BlobDirectory | None = None,
 ) -> dict[str, Any]:
     """The one transaction that changes a file: `expected_version` None changes whatever is
     there, `ABSENT` only an absent file, another number only the file at that version;
     `change_id` makes it once; `seen_by` (a turn's submission) notes the version it leaves,
-    as the turn's own view of the file. Returns `describe`'s result."""
+    as the turn's own view of the file; `blobs` takes contents past its size (written before
+    the commit, so no committed row names a missing blob). Returns `describe`'s result."""
     checked_path(path)
     async with db.write() as session:
         done = await _done(session, session_id, change_id)
@@ -132,7 +196,7 @@ async def change_file(
         workspace = await _locked_workspace(session, db, tenant_id, session_id)
         current = await session.get(WorkspaceFileRow, (session_id, path))
         _check_expected(path, current, expected_version)
-        before = current.content if current is not None else None
+        before = None if current is None else await _content(current.content, current.blob, blobs)
         after = change(before)
         if after is None and current is None:
             raise FileNotFound(f"no file {path!r} in this session's workspace")
@@ -153,7 +217,11 @@ async def change_file(
                 session_id=session_id, path=path, content=b"", size=0, sha256="", version=0,
                 updated_at=at,
             )  # fmt: skip
-            row.content, row.size = after, len(after)
+            if blobs is not None and blobs.holds(after):
+                row.content, row.blob = b"", await asyncio.to_thread(blobs.put, after)
+            else:
+                row.content, row.blob = after, None
+            row.size = len(after)
             row.sha256 = hashlib.sha256(after).hexdigest()
             row.version, row.updated_at = workspace.version, at
             session.add(row)
@@ -223,7 +291,13 @@ def _check_bounds(
 async def copy_workspace(session: AsyncSession, *, from_session: str, to_session: str) -> None:
     """Inside the caller's transaction (a fork's): `to_session` starts with a copy of every
     file of `from_session`, at the same versions."""
-    source = await session.get(WorkspaceRow, from_session)
+    # Locked, so a deletion of the source waits for the copy: a sweep never misses the
+    # blobs the copy names (storage/workspace_blobs.py).
+    source = (
+        await session.exec(
+            select(WorkspaceRow).where(WorkspaceRow.session_id == from_session).with_for_update()
+        )
+    ).first()
     if source is None:
         return
     session.add(
@@ -245,6 +319,7 @@ async def copy_workspace(session: AsyncSession, *, from_session: str, to_session
                 session_id=to_session,
                 path=row.path,
                 content=row.content,
+                blob=row.blob,
                 size=row.size,
                 sha256=row.sha256,
                 version=row.version,
@@ -254,7 +329,13 @@ async def copy_workspace(session: AsyncSession, *, from_session: str, to_session
 
 
 async def delete_workspaces(session: AsyncSession, session_ids: list[str]) -> None:
-    """Inside the caller's transaction (a session's deletion)."""
+    """Inside the caller's transaction (a session's deletion). The blobs its files name stay
+    until a sweep finds them named by no file."""
+    await session.exec(
+        select(WorkspaceRow.session_id)
+        .where(col(WorkspaceRow.session_id).in_(session_ids))
+        .with_for_update()
+    )  # a fork copying one of them finishes first (`copy_workspace`)
     connection = await session.connection()
     for table in (WorkspaceFileRow, WorkspaceChangeRow, WorkspaceSeenRow, WorkspaceRow):
         await connection.execute(delete(table).where(col(table.session_id).in_(session_ids)))

@@ -80,8 +80,8 @@ async def get_files(home: HomeDep, db: DbDep) -> FilesPublic:
     responses={200: {"content": {TEXT: {}, BINARY: {}}}, **ERROR_RESPONSES},
     summary="A file's content (text as UTF-8, anything else as bytes); its version is its ETag",
 )
-async def get_file(home: HomeDep, path: FilePath, db: DbDep) -> Response:
-    row = await read_file(db, session_id=home, path=_path(path))
+async def get_file(home: HomeDep, path: FilePath, db: DbDep, settings: SettingsDep) -> Response:
+    row = await read_file(db, session_id=home, path=_path(path), blobs=settings.workspace_blobs())
     try:
         row.content.decode()
         media_type = TEXT
@@ -121,6 +121,7 @@ async def put_file(
         path=checked,
         change=lambda _: content,
         limits=settings.workspace_limits(),
+        blobs=settings.workspace_blobs(),
         expected_version=expected,
     )
     response.status_code = 201 if result["created"] else 200
@@ -151,6 +152,7 @@ async def remove_file(
         path=_path(path),
         change=lambda _: None,
         limits=settings.workspace_limits(),
+        blobs=settings.workspace_blobs(),
         expected_version=_expected(if_match, None),
     )
     return Response(status_code=204)

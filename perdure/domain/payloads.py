@@ -182,6 +182,8 @@ class ReconcileReport(BaseModel):
     """Unsettled fibers whose workflow had ended or could not be started: now `error`."""
     pruned_logs: int = 0
     """Closed chunk logs whose chunks were deleted after the retention period."""
+    swept_blobs: int = 0
+    """Workspace blobs deleted because no file names them any more."""
 
 
 class AdmitDebouncedInput(BaseModel):

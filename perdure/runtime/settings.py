@@ -29,6 +29,7 @@ from perdure.runtime.price_file import load_prices
 from perdure.runtime.temporal_connection import TemporalConnectionConfigError, connection_options
 from perdure.turn_control.fair_gate import DEFAULT_INTAKE_CONCURRENCY
 from storage.urls import default_sqlite_url
+from storage.workspace_blobs import BlobDirectory, usable_directory
 
 
 def _default_model(fields: dict[str, Any]) -> str:
@@ -191,6 +192,13 @@ class Settings(BaseSettings):
     workspace_max_files: int = Field(
         default=10_000, alias="PERDURE_WORKSPACE_MAX_FILES", ge=1, le=1_000_000
     )
+    workspace_blob_dir: Path | None = Field(default=None, alias="PERDURE_WORKSPACE_BLOB_DIR")
+    """Where workspace contents of `PERDURE_WORKSPACE_BLOB_MIN_BYTES` or more are kept, as
+    files (storage/workspace_blobs.py); every gateway and worker must share it. Unset: every
+    content stays in the store's rows."""
+    workspace_blob_min_bytes: int = Field(
+        default=262_144, alias="PERDURE_WORKSPACE_BLOB_MIN_BYTES", ge=1, le=100_000_000
+    )
     intake_concurrency: int = Field(
         default=DEFAULT_INTAKE_CONCURRENCY, alias="PERDURE_INTAKE_CONCURRENCY", ge=1, le=1000
     )
@@ -280,6 +288,11 @@ class Settings(BaseSettings):
             max_files=self.workspace_max_files,
         )
 
+    def workspace_blobs(self) -> BlobDirectory | None:
+        if self.workspace_blob_dir is None:
+            return None
+        return BlobDirectory(self.workspace_blob_dir, min_bytes=self.workspace_blob_min_bytes)
+
     @field_validator("rate_limit", mode="before")
     @classmethod
     def _rate(cls, value: object) -> object:
@@ -289,6 +302,11 @@ class Settings(BaseSettings):
     @classmethod
     def _price_file(cls, value: object) -> object:
         return load_prices(Path(value)) if isinstance(value, str | Path) else value
+
+    @field_validator("workspace_blob_dir")
+    @classmethod
+    def _blob_dir(cls, value: Path | None) -> Path | None:
+        return None if value is None else usable_directory(value)
 
     @field_validator("cors_origins", mode="before")
     @classmethod

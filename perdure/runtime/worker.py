@@ -123,7 +123,12 @@ def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[
     mcp = McpToolbox()  # the process's connections to its agents' MCP servers
     services.closers.append(mcp.close)
     toolbox = ToolSources(
-        mcp=mcp, workspace=WorkspaceTools(db=db, limits=services.settings.workspace_limits())
+        mcp=mcp,
+        workspace=WorkspaceTools(
+            db=db,
+            limits=services.settings.workspace_limits(),
+            blobs=services.settings.workspace_blobs(),
+        ),
     )
     model = ModelStepActivity(
         toolbox=toolbox,
@@ -154,6 +159,7 @@ def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[
             lifecycle=lifecycle,
             finisher=finisher,
             chunk_retention=services.settings.chunk_retention(),
+            blobs=services.settings.workspace_blobs(),
         ).reconcile,
         ScheduledPromptActivity(db=db, lifecycle=lifecycle, task_queue=task_queue).fire_schedule,
     ]

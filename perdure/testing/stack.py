@@ -60,6 +60,10 @@ async def serving(
         await running
 
 
+BLOB_MIN_BYTES = 65_536
+"""Workspace contents this large go to the stack's blob directory (storage/workspace_blobs.py)."""
+
+
 @contextlib.asynccontextmanager
 async def running_stack(
     *,
@@ -80,6 +84,8 @@ async def running_stack(
             "PERDURE_HOST": "127.0.0.1",
             "PERDURE_PORT": port,
             "PERDURE_WORKER_SHUTDOWN_GRACE": 1,
+            "PERDURE_WORKSPACE_BLOB_DIR": str(data_dir / "blobs"),
+            "PERDURE_WORKSPACE_BLOB_MIN_BYTES": BLOB_MIN_BYTES,
         }
     )
     async with open_services(settings, client=client) as services:
