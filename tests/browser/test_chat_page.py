@@ -4,6 +4,7 @@ does. The fake model answers `@count N` with "1 2 … N", one word every `@delay
 
 import os
 import re
+from pathlib import Path
 
 import httpx
 import pytest
@@ -334,4 +335,62 @@ async def test_the_files_panel_shows_what_the_agent_wrote_and_its_call_opens_the
     await chat.shot("files-panel")
     await panel.get_by_role("button", name="Close files").click()
     await expect(panel).to_have_count(0)
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
+async def test_a_person_uploads_replaces_and_deletes_files_in_the_files_panel(
+    chat: ChatPage, tmp_path: Path
+) -> None:
+    await chat.open(agent="workspace")
+    await chat.send("@count 1")  # the chat exists once its first message is sent
+    await expect(chat.answer).to_have_text("1")
+    await chat.button("Files").click()
+    panel = chat.page.get_by_role("complementary", name="Files")
+    plan, logo = tmp_path / "plan.md", tmp_path / "logo.bin"
+    plan.write_text("# plan\n")
+    logo.write_bytes(bytes(range(256)))
+    files = f"/v1/sessions/{chat.chat_id}/files"
+
+    await panel.get_by_label("Upload files").set_input_files([str(plan), str(logo)])
+    await expect(panel.get_by_role("button", name="logo.bin")).to_be_visible()
+    await panel.get_by_role("button", name="plan.md").click()
+    await expect(panel.locator(".file-content")).to_have_text("# plan\n")
+    plan.write_text("# plan, second draft\n")
+    await panel.get_by_label("Upload files").set_input_files(str(plan))
+    await expect(panel.locator(".file-content")).to_have_text("# plan, second draft\n")
+    await expect(panel.locator(".file-version")).to_have_text("v3")
+    await panel.get_by_role("button", name="logo.bin").click()
+    await expect(panel.get_by_text("Not text: 256 bytes, not shown.")).to_be_visible()
+    await panel.get_by_role("button", name="Delete", exact=True).click()
+    await panel.get_by_role("button", name="Yes, delete").click()
+
+    await expect(panel.get_by_role("button", name="logo.bin")).to_have_count(0)
+    await expect(panel.get_by_role("region")).to_have_count(0)  # nothing selected any more
+    async with httpx.AsyncClient(base_url=chat.stack.url) as http:
+        assert (await http.get(f"{files}/plan.md")).text == "# plan, second draft\n"
+        assert (await http.get(f"{files}/logo.bin")).status_code == 404
+    await chat.shot("files-panel-uploads")
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
+async def test_an_upload_over_a_file_changed_since_it_was_shown_is_refused_and_says_why(
+    chat: ChatPage, tmp_path: Path
+) -> None:
+    await chat.open(agent="workspace")
+    await chat.send('@tool write_file {"path": "notes.md", "content": "from the agent\\n"}')
+    tool = chat.page.locator('[data-tool="write_file"]')
+    await expect(tool).to_have_attribute("data-state", "output-available")
+    await chat.button("Files").click()
+    panel = chat.page.get_by_role("complementary", name="Files")
+    await expect(panel.get_by_role("button", name="notes.md")).to_be_visible()
+    async with httpx.AsyncClient(base_url=chat.stack.url) as http:
+        await http.put(f"/v1/sessions/{chat.chat_id}/files/notes.md", content="meanwhile\n")
+    mine = tmp_path / "notes.md"
+    mine.write_text("from the page\n")
+
+    await panel.get_by_label("Upload files").set_input_files(str(mine))
+
+    await expect(panel.locator(".tool-error")).to_contain_text("another change came first")
+    async with httpx.AsyncClient(base_url=chat.stack.url) as http:
+        assert (await http.get(f"/v1/sessions/{chat.chat_id}/files/notes.md")).text == "meanwhile\n"
     assert chat.problems == [], "\n".join(chat.problems)

@@ -76,7 +76,10 @@ export function readableError(error: unknown): string {
 async function request<T>(path: string, init?: RequestInit): Promise<T> {
   const response = await authorizedFetch(path, {
     ...init,
-    headers: init?.body ? { 'content-type': 'application/json' } : undefined,
+    headers: {
+      ...(typeof init?.body === 'string' ? { 'content-type': 'application/json' } : {}),
+      ...(init?.headers as Record<string, string> | undefined),
+    },
   });
   if (!response.ok) {
     const text = await response.text();
@@ -92,6 +95,11 @@ async function request<T>(path: string, init?: RequestInit): Promise<T> {
 }
 
 const session = (id: string) => `v1/sessions/${encodeURIComponent(id)}`;
+const fileUrl = (id: string, path: string) =>
+  `${session(id)}/files/${path.split('/').map(encodeURIComponent).join('/')}`;
+
+/** A workspace file as the page shows it. */
+export type FileContent = { text: string } | { bytes: number };
 const chat = (id: string) => `api/chat/${encodeURIComponent(id)}`;
 
 /** A file of a session's workspace (docs/workspace.md). */
@@ -131,14 +139,26 @@ export const api = {
       if (error instanceof ApiError && error.status === 404) return { version: 0, totalBytes: 0, files: [] };
       throw error;
     }),
-  /** A file's content as text (binary bytes are shown decoded as UTF-8, replaced where not). */
-  file: async (id: string, path: string) => {
-    const response = await authorizedFetch(
-      `${session(id)}/files/${path.split('/').map(encodeURIComponent).join('/')}`,
-    );
-    if (!response.ok) throw new ApiError(`HTTP ${response.status}`, response.status);
-    return response.text();
+  /** A file's content: its text, or how large it is when it is not UTF-8 text. */
+  file: async (id: string, path: string): Promise<FileContent> => {
+    const response = await authorizedFetch(fileUrl(id, path));
+    if (!response.ok) throw new ApiError(readableError(new Error(await response.text())), response.status);
+    if (response.headers.get('content-type')?.startsWith('text/')) return { text: await response.text() };
+    return { bytes: (await response.arrayBuffer()).byteLength };
   },
+  /** Write a file whole, only over `expected` (a version, or `absent`): a `412` otherwise. */
+  putFile: (id: string, path: string, content: Blob, expected: number | 'absent') =>
+    request<{ path: string; version: number; created: boolean }>(fileUrl(id, path), {
+      method: 'PUT',
+      body: content,
+      headers: {
+        'content-type': 'application/octet-stream',
+        ...(expected === 'absent' ? { 'if-none-match': '*' } : { 'if-match': `"${expected}"` }),
+      },
+    }),
+  /** Delete the file at `version` only (a `412` when it changed since). */
+  deleteFile: (id: string, path: string, version: number) =>
+    request<void>(fileUrl(id, path), { method: 'DELETE', headers: { 'if-match': `"${version}"` } }),
   temporalUrl: (id: string, submissionId: string) =>
     request<{ temporalUrl?: string }>(`${session(id)}/submissions/${encodeURIComponent(submissionId)}`).then(
       body => body.temporalUrl,
