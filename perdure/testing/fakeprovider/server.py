@@ -57,7 +57,9 @@ class FakeProvider:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> Self:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP: asyncio then turns Nagle off on accepted sockets, as any real server
+        # that streams does (perdure/commands/cli.py `_listening_socket` says why it matters).
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self._requested_port))
         self.port = sock.getsockname()[1]
