@@ -52,6 +52,19 @@ async def idle(http: httpx.AsyncClient, session: str) -> None:
             await asyncio.sleep(0.1)
 
 
+async def helper_wrote(http: httpx.AsyncClient, path: str, content: str) -> tuple[str, str]:
+    """A new chat whose `helper` sub-agent wrote `path`: (the chat, the sub-agent's session)."""
+    session = new_session()
+    await send(
+        http,
+        session,
+        delegate("helper", call("write_file", path=path, content=content)),
+        agent=LEAD,
+    )
+    (child,) = (await http.get(f"/v1/sessions/{session}/children")).json()
+    return session, child["id"]
+
+
 def edit_part(messages: list[dict[str, Any]]) -> dict[str, Any]:
     (part,) = [p for p in messages[-1]["parts"] if p["type"] == "tool-edit_file"]
     return part
@@ -60,22 +73,15 @@ def edit_part(messages: list[dict[str, Any]]) -> dict[str, Any]:
 async def test_a_sub_agent_works_in_the_workspace_of_the_chat_that_called_it(
     http: httpx.AsyncClient,
 ) -> None:
-    session = new_session()
-    await send(
-        http,
-        session,
-        delegate("helper", call("write_file", path="report.md", content="found it")),
-        agent=LEAD,
-    )
-    (child,) = (await http.get(f"/v1/sessions/{session}/children")).json()
+    session, child = await helper_wrote(http, "report.md", "found it")
 
     read_back = await send(http, session, call("read_file", path="report.md"), agent=LEAD)
     listed = (await http.get(f"/v1/sessions/{session}/files")).json()
 
     assert output(read_back, "read_file")["content"] == "found it"
     assert [f["path"] for f in listed["files"]] == ["report.md"]
-    assert (await http.get(f"/v1/sessions/{child['id']}/files")).json() == listed
-    assert await file_text(http, child["id"], "report.md") == "found it"
+    assert (await http.get(f"/v1/sessions/{child}/files")).json() == listed
+    assert await file_text(http, child, "report.md") == "found it"
 
 
 async def test_two_sub_agents_racing_on_one_file_end_with_one_change_and_one_conflict(
@@ -122,17 +128,10 @@ async def test_two_sub_agents_racing_on_one_file_end_with_one_change_and_one_con
 async def test_a_fork_of_a_sub_agent_session_starts_from_the_chat_workspace(
     http: httpx.AsyncClient,
 ) -> None:
-    session = new_session()
-    await send(
-        http,
-        session,
-        delegate("helper", call("write_file", path="notes.txt", content="shared")),
-        agent=LEAD,
-    )
-    (child,) = (await http.get(f"/v1/sessions/{session}/children")).json()
-    leaf = (await http.get(f"/api/chat/{child['id']}/messages")).json()[-1]["id"]
+    _, child = await helper_wrote(http, "notes.txt", "shared")
+    leaf = (await http.get(f"/api/chat/{child}/messages")).json()[-1]["id"]
 
-    forked = await http.post(f"/v1/sessions/{child['id']}/fork", json={"messageId": leaf})
+    forked = await http.post(f"/v1/sessions/{child}/fork", json={"messageId": leaf})
 
     assert forked.status_code == 201, forked.text
     assert await file_text(http, forked.json()["id"], "notes.txt") == "shared"
