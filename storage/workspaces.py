@@ -9,6 +9,7 @@ again, it changes nothing and answers the same (exactly once, whatever retried i
 """
 
 import asyncio
+import contextlib
 import hashlib
 import time
 from collections.abc import Callable
@@ -110,12 +111,10 @@ async def read_files(
     for path, content, blob in found:
         try:
             contents[path] = await _content(content, blob, blobs)
-        except BlobMissing:  # changed meanwhile: read it again, alone
-            try:
-                contents[path] = (await read_file(db, session_id=session_id, path=path,
-                                                  blobs=blobs)).content  # fmt: skip
-            except FileNotFound:
-                continue
+        except BlobMissing:  # changed and swept meanwhile: read it again, alone
+            with contextlib.suppress(FileNotFound):
+                again = await read_file(db, session_id=session_id, path=path, blobs=blobs)
+                contents[path] = again.content
     return contents
 
 

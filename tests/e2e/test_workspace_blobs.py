@@ -2,19 +2,23 @@
 back whole by the files API and the tools, never named by a row before they are on disk,
 shared by a fork, and swept once no file names them."""
 
+import asyncio
 import os
 import time
 import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 
+from perdure.domain.workspace_rules import WorkspaceLimits
 from perdure.testing.chat_client import send
 from perdure.testing.stack import BLOB_MIN_BYTES, Stack
+from storage.db import Database
 from storage.session_keys import session_key
 from storage.workspace_blobs import BlobDirectory
 from storage.workspace_tables import WorkspaceFileRow
-from storage.workspaces import sweep_blobs
+from storage.workspaces import change_file, read_file, read_files, sweep_blobs
 from tests.e2e.test_reconciler import reconcile_now
 from tests.e2e.test_workspace_tools import call, output
 
@@ -186,3 +190,46 @@ async def test_the_reconciler_sweeps_blobs_an_hour_after_no_file_names_them(
     assert report.swept_blobs >= 1
     assert not blob_file(stack, old).exists()
     assert (await http.get(f"{files}/a.txt")).text == large_text("new")
+
+
+async def test_a_read_that_lost_a_race_with_a_change_and_a_sweep_reads_the_row_again(
+    store: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between reading a file's row and its blob, the file is changed and the old blob swept:
+    the read goes back to the row, for one file and for many (grep's read) alike."""
+    blobs = BlobDirectory(tmp_path, min_bytes=1)
+    limits = WorkspaceLimits(max_file_bytes=1000, max_total_bytes=10_000, max_files=10)
+    loop = asyncio.get_running_loop()
+
+    def write(content: bytes) -> None:
+        changed = change_file(
+            store, tenant_id="t", session_id="s", path="a.txt", change=lambda _: content,
+            limits=limits, blobs=blobs,
+        )  # fmt: skip
+        asyncio.run_coroutine_threadsafe(changed, loop).result()
+
+    real_get = BlobDirectory.get
+    races = iter([b"version 2", b"version 3"])
+    race_next = False
+
+    def racing_get(self: BlobDirectory, name: str) -> bytes:
+        nonlocal race_next
+        if race_next:  # the row was read: now the file changes and its old blob is swept
+            race_next = False
+            write(next(races))
+            (self.path / name[:2] / name).unlink()
+        return real_get(self, name)
+
+    await change_file(
+        store, tenant_id="t", session_id="s", path="a.txt", change=lambda _: b"version 1",
+        limits=limits, blobs=blobs,
+    )  # fmt: skip
+    monkeypatch.setattr(BlobDirectory, "get", racing_get)
+
+    race_next = True
+    one = await read_file(store, session_id="s", path="a.txt", blobs=blobs)
+    race_next = True
+    many = await read_files(store, session_id="s", matching=lambda _: True, blobs=blobs)
+
+    assert (one.content, one.version) == (b"version 2", 2)
+    assert many == {"a.txt": b"version 3"}
