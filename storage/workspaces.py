@@ -299,32 +299,15 @@ async def copy_workspace(session: AsyncSession, *, from_session: str, to_session
     ).first()
     if source is None:
         return
+    # Every column copied but the owner (and the copy's time): a column added later is too.
     session.add(
-        WorkspaceRow(
-            session_id=to_session,
-            tenant_id=source.tenant_id,
-            version=source.version,
-            total_bytes=source.total_bytes,
-            file_count=source.file_count,
-            updated_at=now(),
-        )
+        WorkspaceRow(**{**source.model_dump(), "session_id": to_session, "updated_at": now()})
     )
     rows = await session.exec(
         select(WorkspaceFileRow).where(WorkspaceFileRow.session_id == from_session)
     )
     for row in rows.all():
-        session.add(
-            WorkspaceFileRow(
-                session_id=to_session,
-                path=row.path,
-                content=row.content,
-                blob=row.blob,
-                size=row.size,
-                sha256=row.sha256,
-                version=row.version,
-                updated_at=row.updated_at,
-            )
-        )
+        session.add(WorkspaceFileRow(**{**row.model_dump(), "session_id": to_session}))
 
 
 async def delete_workspaces(session: AsyncSession, session_ids: list[str]) -> None:
