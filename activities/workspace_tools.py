@@ -184,19 +184,10 @@ class WorkspaceTools:
         }
 
     async def run(self, name: str, arguments: _Arguments, context: ToolContext) -> Any:
-        handlers: dict[str, Callable[[Any, ToolContext], Awaitable[Any]]] = {
-            "read_file": self._read,
-            "write_file": self._write,
-            "edit_file": self._edit,
-            "list_files": self._list,
-            "find_files": self._find,
-            "grep": self._grep,
-            "delete_file": self._delete,
-        }
         # A sub-agent works in the workspace of the chat it descends from (Think's sub-agents
         # share their parent's); what a turn saw stays its own, by its submission.
         home = await root_session_id(self.db, session_id=context.session_id)
-        return await handlers[name](arguments, replace(context, session_id=home))
+        return await _HANDLERS[name](self, arguments, replace(context, session_id=home))
 
     async def _read(self, arguments: _Read, context: ToolContext) -> Any:
         try:
@@ -310,6 +301,17 @@ class WorkspaceTools:
             except UnicodeDecodeError:
                 continue  # binary: no lines to search
         return await _grep_isolated(arguments.pattern, texts)
+
+
+_HANDLERS: dict[str, Callable[[WorkspaceTools, Any, ToolContext], Awaitable[Any]]] = {
+    "read_file": WorkspaceTools._read,
+    "write_file": WorkspaceTools._write,
+    "edit_file": WorkspaceTools._edit,
+    "list_files": WorkspaceTools._list,
+    "find_files": WorkspaceTools._find,
+    "grep": WorkspaceTools._grep,
+    "delete_file": WorkspaceTools._delete,
+}
 
 
 def _text(path: str, content: bytes) -> str:
