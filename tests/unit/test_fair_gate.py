@@ -3,6 +3,8 @@ in round-robin across tenants, each tenant's in arrival order; a waiter that giv
 no turn."""
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -61,8 +63,9 @@ async def test_no_more_than_width_hold_the_gate_at_once() -> None:
     assert gate.waiting == 0
 
 
-async def test_a_waiter_cancelled_before_its_turn_takes_none() -> None:
-    gate = FairGate(1)
+@contextlib.asynccontextmanager
+async def held(gate: FairGate) -> AsyncIterator[None]:
+    """The gate's one place taken by tenant `a` for the block, then given back."""
     release = asyncio.Event()
 
     async def hold() -> None:
@@ -71,13 +74,26 @@ async def test_a_waiter_cancelled_before_its_turn_takes_none() -> None:
 
     holder = asyncio.create_task(hold())
     await asyncio.sleep(0)
-    gone = asyncio.create_task(hold())
-    await asyncio.sleep(0)
-    gone.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await gone
-    release.set()
-    await holder
+    try:
+        yield
+    finally:
+        release.set()
+        await holder
+
+
+async def test_a_waiter_cancelled_before_its_turn_takes_none() -> None:
+    gate = FairGate(1)
+
+    async def wait() -> None:
+        async with gate.turn("a"):
+            pytest.fail("let in after being cancelled")
+
+    async with held(gate):
+        gone = asyncio.create_task(wait())
+        await asyncio.sleep(0)
+        gone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await gone
 
     async with asyncio.timeout(1):
         async with gate.turn("b"):
@@ -117,20 +133,12 @@ def test_a_tenant_id_over_temporals_64_bytes_gets_a_short_key_of_its_own() -> No
 
 async def test_a_waiter_past_its_patience_is_refused_as_busy_and_takes_no_turn() -> None:
     gate = FairGate(1)
-    release = asyncio.Event()
 
-    async def hold() -> None:
-        async with gate.turn("a"):
-            await release.wait()
-
-    holder = asyncio.create_task(hold())
-    await asyncio.sleep(0)
-    with pytest.raises(IntakeBusy, match="waited 0.05 s for a turn"):
-        async with gate.turn("b", patience=0.05):
-            pytest.fail("let in past its patience")
-    assert gate.waiting == 0
-    release.set()
-    await holder
+    async with held(gate):
+        with pytest.raises(IntakeBusy, match="waited 0.05 s for a turn"):
+            async with gate.turn("b", patience=0.05):
+                pytest.fail("let in past its patience")
+        assert gate.waiting == 0
 
     async with asyncio.timeout(1):
         async with gate.turn("c", patience=0.05):
