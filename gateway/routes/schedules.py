@@ -254,14 +254,15 @@ async def _pushed(db: Database, client: Client, settings: Settings, row: PromptS
     key = (row.tenant_id, row.id)
     lock = _PUSHES.get(key) or _PUSHES.setdefault(key, asyncio.Lock())
     async with lock:
+        current = await get_schedule(db, tenant_id=row.tenant_id, schedule_id=row.id)
         for _ in range(PUSH_ROUNDS):
-            current = await get_schedule(db, tenant_id=row.tenant_id, schedule_id=row.id)
             if current is None:
                 return
             await _temporal(client, ensure_prompt_schedule(client, current, task_queue=task_queue))
             latest = await get_schedule(db, tenant_id=row.tenant_id, schedule_id=row.id)
             if latest is None or latest.updated_at == current.updated_at:
                 return
+            current = latest
 
 
 @router.patch(
