@@ -16,16 +16,17 @@ from typing import Any, Self
 import httpx
 
 from bench.latency import percentile
+from perdure.testing.agents import PERDURE_AGENTS
 
 REPO = Path(__file__).parents[1]
 
 
 @dataclass(frozen=True)
 class Served:
-    """What a benchmark's cluster serves: the repository's test agents, by module path (they
-    are loaded by the worker processes, never imported here)."""
+    """What a benchmark's cluster serves: the agents the tests serve too
+    (`perdure.testing.agents`), by module path (the worker processes load them)."""
 
-    agents: str = "tests.agents,tests.approval_agents,tests.delegating_agents"
+    agents: str = PERDURE_AGENTS
     root: Path = REPO
 
 

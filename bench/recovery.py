@@ -74,8 +74,8 @@ APIS: dict[str, str | None] = {
     "anthropic-4.6": "claude-4-6",
     "anthropic-4.7": "claude-4-7",
 }
-"""Provider API → the agent of `tests.agents` that uses it (`anthropic` is claude-haiku-4-5,
-of the prefill era)."""
+"""Provider API → the agent of `perdure.testing.agents.chat` that uses it (`anthropic` is
+claude-haiku-4-5, of the prefill era)."""
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perdure.runtime.temporal_dev import dev_server
+from perdure.testing.agents import PERDURE_AGENTS
 from perdure.testing.fakeprovider.server import FakeProvider
 from perdure.testing.processes import PerdureProcess, wait_healthy
 from perdure.testing.stack import free_port
-
-TEST_AGENTS = "tests.agents,tests.approval_agents,tests.delegating_agents"
 
 
 @dataclass(frozen=True)
@@ -29,7 +28,7 @@ async def split_stack(
     database_url: str,
     *,
     name: str,
-    agents: str | None = TEST_AGENTS,
+    agents: str | None = PERDURE_AGENTS,
     extra_env: dict[str, str] | None = None,
     node: bool = False,
 ) -> AsyncIterator[SplitStack]:

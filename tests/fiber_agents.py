@@ -1,4 +1,4 @@
-"""Fibers the fiber specifications run; `tests.agents.FiberAgent` serves them."""
+"""Fibers the fiber specifications run, and `FiberAgent`, the agent that serves them."""
 
 import asyncio
 import json
@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from perdure import FiberContext, fiber, run_fiber, start_fiber, stash, tool
+from perdure.testing.agents.chat import ChatCompletionsAgent
 
 completed_fibers: list[tuple[FiberContext, Any]] = []
 """Every `on_fiber_complete` call of this process: (ctx, result)."""
@@ -118,3 +119,9 @@ class FiberTools:
             entry = {"fiber": ctx.fiber_id, "attempt": ctx.attempt, "snapshot": ctx.snapshot}
             with path.open("a") as hooks:
                 hooks.write(json.dumps(entry) + "\n")
+
+
+class FiberAgent(FiberTools, ChatCompletionsAgent):
+    """Serves the fibers above (and a tool that starts one)."""
+
+    name = "fibers"

@@ -2,7 +2,7 @@
 that keeps a few messages per session. Served by the test stacks (PERDURE_AGENTS)."""
 
 from perdure import tool
-from tests.agents import ChatCompletionsAgent
+from perdure.testing.agents.chat import ChatCompletionsAgent
 
 
 class HoarderAgent(ChatCompletionsAgent):

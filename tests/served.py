@@ -4,13 +4,17 @@ importable from the repository's root."""
 from dataclasses import dataclass
 from pathlib import Path
 
+from perdure.testing.agents import PERDURE_AGENTS
+
 ROOT = Path(__file__).resolve().parents[1]
-STACK_AGENTS = "tests.agents,tests.approval_agents,tests.delegating_agents,tests.hygiene_agents,tests.mcp_agents"
+CLUSTER_AGENTS = f"{PERDURE_AGENTS},tests.fiber_agents"
+"""The agents the tests share with the benchmarks (`perdure.testing.agents`), and the fibers'."""
+STACK_AGENTS = f"{CLUSTER_AGENTS},tests.hygiene_agents,tests.mcp_agents"
 
 
 @dataclass(frozen=True)
 class Served:
-    agents: str = "tests.agents,tests.approval_agents,tests.delegating_agents"
+    agents: str = CLUSTER_AGENTS
     root: Path = ROOT
 
 

@@ -1,6 +1,6 @@
 """The chat page (web/, served at `/`) in chromium against a real stack: what a person sees and
 does. The fake model answers `@count N` with "1 2 … N", one word every `@delay MS`; the
-`approvals` agent's tools wait for a person (tests/approval_agents.py)."""
+`approvals` agent's tools wait for a person (perdure/testing/agents/approvals.py)."""
 
 import os
 import re
@@ -10,8 +10,8 @@ import httpx
 import pytest
 from playwright.async_api import expect
 
+from perdure.testing.agents.approvals import tool_runs
 from perdure.testing.fakeprovider.anthropic import THINKING
-from tests.approval_agents import tool_runs
 from tests.browser.conftest import README_SCREENSHOT, ChatPage
 from tests.fakeprovider_fixtures import count_to, tag
 

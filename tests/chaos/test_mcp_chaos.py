@@ -16,7 +16,7 @@ from perdure.testing.fakeprovider.server import FakeProvider
 from tests.databases import database_url
 from tests.served import Served
 
-MCP_CLUSTER = Served(agents="tests.agents,tests.mcp_agents")
+MCP_CLUSTER = Served(agents="perdure.testing.agents.chat,tests.mcp_agents")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

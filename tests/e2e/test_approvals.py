@@ -14,9 +14,9 @@ from temporalio.api.enums.v1 import EventType
 
 from gateway.routes import chat as chat_routes
 from perdure.domain.names import turn_workflow_id
+from perdure.testing.agents.approvals import tool_runs
 from perdure.testing.chat_client import Streamed, read_stream, send, user_message
 from perdure.testing.stack import Stack
-from tests.approval_agents import tool_runs
 
 AGENT = "approvals"
 DELETE = '@tool delete_file {"path": "notes/x.txt"}'

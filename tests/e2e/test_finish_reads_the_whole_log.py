@@ -62,7 +62,7 @@ async def test_chunks_written_after_the_finish_began_are_in_the_stored_answer(
     finisher = TurnFinisher(
         db=store,
         bus=ChunkBus(reliable=True),
-        agents=load_agents("tests.agents"),
+        agents=load_agents("perdure.testing.agents.chat"),
         lifecycle=lifecycle,
     )
 

@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from activities.providers import CONTINUE_INSTRUCTION
+from perdure.testing.agents import chat as agents
 from perdure.testing.chat_client import counting, key_of, read_stream, send
-from tests import agents
 from tests.e2e.test_chat_turn import new_session, wait_idle
 
 

@@ -13,12 +13,12 @@ from perdure.agents_registry import load_agents
 from perdure.domain.payloads import RunToolInput
 from perdure.domain.ui import UIMessage
 from perdure.runtime.settings import Settings
+from perdure.testing.agents import chat as agents
 from perdure.testing.chat_client import user_message
 from storage.bus import ChunkBus
 from storage.chunks import LogWriter, append_chunks, load_log
 from storage.db import Database
 from storage.submissions import submit
-from tests import agents
 
 TOOL_ACTIVITY_ID = "2"
 
@@ -64,7 +64,7 @@ async def test_a_retry_after_a_crash_that_followed_an_idempotent_tools_result_ru
     tool = ToolCallActivity(
         db=store,
         bus=ChunkBus(reliable=False),
-        agents=load_agents("tests.agents"),
+        agents=load_agents("perdure.testing.agents.chat"),
         toolbox=ToolSources(
             mcp=McpToolbox(),
             workspace=WorkspaceTools(db=store, limits=Settings().workspace_limits()),

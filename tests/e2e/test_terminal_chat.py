@@ -17,10 +17,10 @@ import pytest
 
 from gateway.app import create_app
 from perdure.runtime.settings import ApiKeys
+from perdure.testing.agents.approvals import tool_runs
 from perdure.testing.chat_client import counting, send
 from perdure.testing.fakeprovider.anthropic import THINKING
 from perdure.testing.stack import Stack, free_port, serving
-from tests.approval_agents import tool_runs
 from tests.e2e.terminal import UP, Terminal, run_perdure
 
 # The client speaks only HTTP to the gateway: which store is behind it changes nothing.

@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 
+from perdure.testing.agents.chat import counted_runs
 from perdure.testing.chat_client import Streamed, counting, send
-from tests.agents import counted_runs
 
 
 def new_session() -> str:

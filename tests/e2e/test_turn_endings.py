@@ -92,7 +92,7 @@ async def test_hooks_slower_than_the_heartbeat_timeout_do_not_cause_a_retry(
 
 
 async def test_hooks_receive_the_tenant_and_session_of_the_turn(http: httpx.AsyncClient) -> None:
-    from tests.agents import turn_contexts
+    from perdure.testing.agents.chat import turn_contexts
 
     session = new_session()
     await send(http, session, "who am I", agent="context-recording")

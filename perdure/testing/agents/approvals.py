@@ -7,7 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from perdure import ClientTool, ToolContext, tool
-from tests.agents import ChatCompletionsAgent
+from perdure.testing.agents.chat import ChatCompletionsAgent
 
 tool_runs: list[str] = []
 """Every run of a gated tool in this process, as `name:argument`."""

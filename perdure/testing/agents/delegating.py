@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 from perdure import SubAgent, tool
-from tests.agents import ChatCompletionsAgent
+from perdure.testing.agents.chat import ChatCompletionsAgent
 
 
 class ManagerAgent(ChatCompletionsAgent):
