@@ -100,3 +100,10 @@ def superseded(error: StaleWriter) -> ApplicationError:
     """An attempt the store has fenced off: a newer attempt owns the log, or the turn ended.
     Temporal no longer waits for this attempt, so failing it changes nothing else."""
     return ApplicationError(f"stopped writing: {error}", type=SUPERSEDED, non_retryable=True)
+
+
+def submission_gone(submission_id: str) -> ApplicationError:
+    """The turn's submission was deleted with its session: nothing is left to do."""
+    return ApplicationError(
+        f"submission {submission_id} is no longer stored (session deleted)", non_retryable=True
+    )

@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Interceptor
 
 from activities._support import call_hook, heartbeating, run_hook
+from activities.base import AgentActivity
 from activities.fiber_starter import FiberStarterInterceptor, WorkerFiberStarter
 from perdure.agent import Agent
 from perdure.agents_registry import AgentRegistry, UnknownAgent
@@ -90,16 +91,13 @@ class _Ran:
     error: str | None = None
 
 
-class FiberActivities:
+@dataclass(kw_only=True, eq=False)
+class FiberActivities(AgentActivity):
     """`perdure.run_fiber` and `perdure.finish_fiber`."""
-
-    def __init__(self, *, db: Database, agents: AgentRegistry) -> None:
-        self._db = db
-        self._agents = agents
 
     def _found(self, agent_name: str, name: str) -> tuple[Agent, FiberDefinition] | str:
         try:
-            agent = self._agents.resolve(agent_name)
+            agent = self.agents.resolve(agent_name)
         except UnknownAgent as error:
             return str(error)
         definition = agent.fibers().get(name)
@@ -125,7 +123,7 @@ class FiberActivities:
             raise _failed(found)
         agent, definition = found
         max_age = (definition.max_age or agent.fiber_max_age).total_seconds()
-        claim = await claim_fiber(self._db, fiber_id=run.fiber_id, max_age_seconds=max_age)
+        claim = await claim_fiber(self.db, fiber_id=run.fiber_id, max_age_seconds=max_age)
         if claim is None or claim.outcome == "ended":
             return  # deleted, or an earlier attempt ended it before Temporal heard
         if claim.outcome == "too_old":
@@ -156,7 +154,7 @@ class FiberActivities:
         if ran.status == "completed":
             log.info("fiber %s completed (attempt %d)", run.fiber_id, claim.attempt)
             await settle_fiber(
-                self._db,
+                self.db,
                 fiber_id=run.fiber_id,
                 status="completed",
                 attempt=claim.attempt,
@@ -199,7 +197,7 @@ class FiberActivities:
         status = "error" if error is not None else decided.status
         log.info("fiber %s ended by on_fiber_recovered: %s", ctx.fiber_id, status)
         await settle_fiber(
-            self._db,
+            self.db,
             fiber_id=ctx.fiber_id,
             status=status,
             attempt=ctx.attempt,
@@ -214,7 +212,7 @@ class FiberActivities:
         async def write(snapshot: Any) -> None:
             if not stash:
                 raise RuntimeError(f"fiber {fiber.id} has ended: nothing more can be stashed")
-            await stash_fiber(self._db, fiber_id=fiber.id, attempt=claim.attempt, snapshot=snapshot)
+            await stash_fiber(self.db, fiber_id=fiber.id, attempt=claim.attempt, snapshot=snapshot)
 
         return FiberContext(
             fiber_id=fiber.id,
@@ -285,7 +283,7 @@ class FiberActivities:
                     await task
         log.info("fiber %s cancelled (attempt %d)", ctx.fiber_id, ctx.attempt)
         await settle_fiber(
-            self._db,
+            self.db,
             fiber_id=ctx.fiber_id,
             status="cancelled",
             attempt=ctx.attempt,
@@ -296,7 +294,7 @@ class FiberActivities:
         self, fiber_id: str, message: str, reason: str, attempt: int | None
     ) -> None:
         await settle_fiber(
-            self._db,
+            self.db,
             fiber_id=fiber_id,
             status="error",
             attempt=attempt,
@@ -309,7 +307,7 @@ class FiberActivities:
         """Settle a fiber its run could not (cancelled while waiting for a retry, out of time
         or attempts), then call `on_fiber_complete` for a completed one (at least once)."""
         async with heartbeating():
-            fiber = await load_fiber(self._db, finish.fiber_id)
+            fiber = await load_fiber(self.db, finish.fiber_id)
             if fiber is None:
                 log.warning("fiber %s was deleted before it finished", finish.fiber_id)
                 return FiberResult(fiber_id=finish.fiber_id, status="error")
@@ -322,12 +320,12 @@ class FiberActivities:
     async def _settle_unsettled(self, fiber: FiberRow, finish: FinishFiberInput) -> FiberRow | None:
         if finish.outcome == "cancelled":
             return await settle_fiber(
-                self._db, fiber_id=fiber.id, status="cancelled", event={"stage": "waiting"}
+                self.db, fiber_id=fiber.id, status="cancelled", event={"stage": "waiting"}
             )
         # A run that returned always settled its fiber first; "completed" here is a bug.
         error = finish.error_text or "the fiber's run ended without settling it"
         return await settle_fiber(
-            self._db,
+            self.db,
             fiber_id=fiber.id,
             status="error",
             error=error,

@@ -15,9 +15,10 @@ from activities._support import (
     refuse_if_stopped,
     required_hook_failure,
     run_hook,
-    superseded,
+    submission_gone,
 )
 from activities.approval_gate import MadeCall, gate_calls, step_result
+from activities.base import AgentActivity, fenced
 from activities.client_tools import turn_client_tools
 from activities.providers import Provider
 from activities.recovery_gate import BootDecision, RecoveryGate, RecoveryStart
@@ -28,7 +29,7 @@ from activities.step_run import StepRun
 from activities.transcript_repair import repair_transcript
 from activities.turn_tools import ToolSources, turn_tools
 from perdure.agent import Agent, TurnContext
-from perdure.agents_registry import AgentRegistry, UnknownAgent
+from perdure.agents_registry import UnknownAgent
 from perdure.domain.compaction import Overlaid
 from perdure.domain.names import MODEL_STEP_ACTIVITY
 from perdure.domain.payloads import ModelStepInput, ModelStepResult
@@ -48,40 +49,31 @@ from perdure.recovery import bind_stash, unbind_stash
 from perdure.telemetry.log_context import bind_ids
 from perdure.tools import ClientTool, Tool
 from perdure.turn_control.lifecycle import SubmissionLifecycle
-from storage.chunks import StaleWriter, claim_log, load_log
+from storage.chunks import load_log
 from storage.db import Database
 from storage.log_appender import BufferedLog, LogAppender
 from storage.step_inputs import StepInputs, read_step_inputs
-from storage.submissions import save_stash
 from storage.tables import SubmissionRow
 from storage.tenant_policies import agent_limits
+from storage.turn_keep import save_stash
 from storage.usage import StepUsage, turn_usage
 
 log = logging.getLogger(__name__)
 
 
-class ModelStepActivity:
+@dataclass(kw_only=True, eq=False)
+class ModelStepActivity(AgentActivity):
     """`perdure.model_step`: one call of the model, streamed into the answer's log."""
 
-    def __init__(
-        self,
-        *,
-        db: Database,
-        agents: AgentRegistry,
-        lifecycle: SubmissionLifecycle,
-        appender: LogAppender,
-        default_model: str,
-        provider_for: Callable[[str], Provider],
-        toolbox: ToolSources,
-    ) -> None:
-        self._db = db
-        self._toolbox = toolbox
-        self._appender = appender
-        self._agents = agents
-        self._recovery = RecoveryGate(db=db, lifecycle=lifecycle)
-        self._caller = StepCaller(db)
-        self._default_model = default_model
-        self._provider_for = provider_for
+    lifecycle: SubmissionLifecycle
+    appender: LogAppender
+    default_model: str
+    provider_for: Callable[[str], Provider]
+    toolbox: ToolSources
+
+    def __post_init__(self) -> None:
+        self._recovery = RecoveryGate(db=self.db, lifecycle=self.lifecycle)
+        self._caller = StepCaller(self.db)
 
     @activity.defn(name=MODEL_STEP_ACTIVITY)
     async def model_step(self, step: ModelStepInput) -> ModelStepResult:
@@ -89,7 +81,7 @@ class ModelStepActivity:
         async with heartbeating():
             writer = current_writer()
             inputs = await read_step_inputs(
-                self._db,
+                self.db,
                 submission_id=step.submission_id,
                 message_id=step.assistant_message_id,
                 session_id=step.session_id,
@@ -97,29 +89,24 @@ class ModelStepActivity:
                 with_log=writer.attempt == 1,
             )
             if inputs is None:
-                raise ApplicationError(
-                    f"submission {step.submission_id} is no longer stored (session deleted)",
-                    non_retryable=True,
-                )
+                raise submission_gone(step.submission_id)
             submission = inputs.submission
             refuse_if_stopped(submission)
             bind_ids(tenant_id=submission.tenant_id)
             agent = await self._agent(step.agent, submission.tenant_id)
-            token = bind_stash(stash_writer(self._db, submission.id))
+            token = bind_stash(stash_writer(self.db, submission.id))
             try:
-                # Fence off earlier attempts before reading the log they may still write to
-                # (a first attempt has none, and its first write claims the log anyway).
-                if writer.attempt > 1:
-                    await claim_log(self._db, message_id=step.assistant_message_id, writer=writer)
-                    inputs.log = await load_log(self._db, message_id=step.assistant_message_id)
-                chunks = self._appender.writer(
-                    message_id=step.assistant_message_id,
-                    writer=writer,
-                    submission_id=submission.id,
-                )
-                return await self._run(self._step_run(agent, step, inputs, chunks))
-            except StaleWriter as error:
-                raise superseded(error) from error
+                with fenced():
+                    # Fence off earlier attempts before reading the log they may still write to.
+                    await self.claim(step.assistant_message_id)
+                    if writer.attempt > 1:
+                        inputs.log = await load_log(self.db, message_id=step.assistant_message_id)
+                    chunks = self.appender.writer(
+                        message_id=step.assistant_message_id,
+                        writer=writer,
+                        submission_id=submission.id,
+                    )
+                    return await self._run(self._step_run(agent, step, inputs, chunks))
             finally:
                 unbind_stash(token)
 
@@ -127,9 +114,9 @@ class ModelStepActivity:
         """The turn's agent; an unknown one ends the turn naming only the served agents its
         tenant may use (the gateway admitted the name: it is allowed, but nobody serves it)."""
         try:
-            return self._agents.resolve(name)
+            return self.agents.resolve(name)
         except UnknownAgent:
-            usable = (await agent_limits(self._db, tenant_id)).usable(self._agents.names())
+            usable = (await agent_limits(self.db, tenant_id)).usable(self.agents.names())
             raise ApplicationError(
                 f"unknown agent {name!r}; this worker serves: "
                 f"{', '.join(usable) or 'none this tenant may use'}",
@@ -139,14 +126,14 @@ class ModelStepActivity:
 
     def _provider(self, model: str) -> Provider:
         try:
-            return self._provider_for(model)
+            return self.provider_for(model)
         except ValueError as error:
             raise ApplicationError(str(error), type="BadModel", non_retryable=True) from error
 
     def _step_run(
         self, agent: Agent, step: ModelStepInput, inputs: StepInputs, writer: BufferedLog
     ) -> StepRun:
-        model = agent.model or self._default_model
+        model = agent.model or self.default_model
         return StepRun(
             agent=agent,
             step=step,
@@ -161,7 +148,7 @@ class ModelStepActivity:
     async def _run(self, run: StepRun) -> ModelStepResult:
         """Open (or recover), repair, plan the request, stream it, gate its tool calls."""
         boot = await self._open(run)
-        tools = (await turn_tools(run.agent, self._toolbox)).tools
+        tools = (await turn_tools(run.agent, self.toolbox)).tools
         offer = _Offer(tools, turn_client_tools(run.agent, run.submission, tools))
         state = run.steplog.state(run.step.step)
         if state.finished:
@@ -229,7 +216,7 @@ class ModelStepActivity:
         last chunks) have used the agent's `max_turn_tokens`."""
         if agent.max_turn_tokens is None:
             return False
-        used = await self._db.read_sync(lambda session: turn_usage(session, submission_id))
+        used = await self.db.read_sync(lambda session: turn_usage(session, submission_id))
         return used is not None and used.total >= agent.max_turn_tokens
 
     async def _open(self, run: StepRun) -> BootDecision | None:
@@ -268,7 +255,7 @@ class ModelStepActivity:
             await repair_transcript(
                 run.agent,
                 steplog.reduction,
-                db=self._db,
+                db=self.db,
                 session_id=step.session_id,
                 submission_id=step.submission_id,
             )

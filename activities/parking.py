@@ -6,17 +6,18 @@ again (`start` with its id) and settles each call as its answer says.
 """
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities._support import current_writer, resolve_agent, superseded
+from activities._support import submission_gone
+from activities.base import AgentActivity, fenced
 from activities.client_tools import turn_client_tools
 from activities.events import emit
 from activities.turn_tools import ToolSources, turn_tools
 from perdure.agent import Agent
-from perdure.agents_registry import AgentRegistry
 from perdure.domain.names import PARK_TURN_ACTIVITY, RESUME_TURN_ACTIVITY
 from perdure.domain.payloads import (
     ParkTurnInput,
@@ -33,9 +34,8 @@ from perdure.domain.turn_chunks import denied_chunk, start_chunk, tool_error_chu
 from perdure.domain.ui import Chunk
 from perdure.tools import ClientTool, Tool, capped_output
 from storage.bus import ChunkBus
-from storage.chunks import StaleWriter, append_chunks, claim_log, load_log
-from storage.db import Database
-from storage.submissions import get_submission
+from storage.chunks import append_chunks, load_log
+from storage.submission_reads import get_submission
 from storage.tables import ToolWaitRow
 from storage.timing import now
 from storage.tool_waits import (
@@ -84,36 +84,25 @@ def _request(
     )
 
 
-class ParkTurnActivity:
+@dataclass(kw_only=True, eq=False)
+class ParkAgentActivity(AgentActivity):
     """`perdure.park_turn`: end the stream for now and record the waits, in one transaction."""
 
-    def __init__(
-        self, *, db: Database, bus: ChunkBus, agents: AgentRegistry, toolbox: ToolSources
-    ) -> None:
-        self._db = db
-        self._bus = bus
-        self._agents = agents
-        self._toolbox = toolbox
+    bus: ChunkBus
+    toolbox: ToolSources
 
     @activity.defn(name=PARK_TURN_ACTIVITY)
     async def park_turn(self, turn: ParkTurnInput) -> ParkTurnResult:
         # A local activity (a few store writes): no heartbeat, and a dead worker fails the
         # workflow task, so the next worker parks the turn again (idempotent).
-        agent = resolve_agent(self._agents, turn.agent)
-        writer = current_writer()
-        try:
-            if writer.attempt > 1:
-                await claim_log(self._db, message_id=turn.assistant_message_id, writer=writer)
-            reduction = reduce_chunks(
-                await load_log(self._db, message_id=turn.assistant_message_id)
-            )
-            submission = await get_submission(self._db, turn.submission_id)
+        agent = self.agent(turn.agent)
+        with fenced():
+            writer = await self.claim(turn.assistant_message_id)
+            reduction = reduce_chunks(await load_log(self.db, message_id=turn.assistant_message_id))
+            submission = await get_submission(self.db, turn.submission_id)
             if submission is None:
-                raise ApplicationError(
-                    f"submission {turn.submission_id} is no longer stored (session deleted)",
-                    non_retryable=True,
-                )
-            offered = (await turn_tools(agent, self._toolbox)).tools
+                raise submission_gone(turn.submission_id)
+            offered = (await turn_tools(agent, self.toolbox)).tools
             client_tools = turn_client_tools(agent, submission, offered)
             requests = [
                 _request(agent, offered, client_tools, part)
@@ -121,19 +110,17 @@ class ParkTurnActivity:
                 if part["toolCallId"] in turn.tool_call_ids
             ]
             rows = await park(
-                self._db,
+                self.db,
                 submission_id=turn.submission_id,
                 message_id=turn.assistant_message_id,
                 requests=requests,
                 finish=None if reduction.parked else PARK_FINISH,
                 writer=writer,
             )
-        except StaleWriter as error:
-            raise superseded(error) from error
-        self._bus.publish(turn.assistant_message_id)
+        self.bus.publish(turn.assistant_message_id)
         at = now()
         await emit(
-            self._db,
+            self.db,
             session_id=turn.session_id,
             submission_id=turn.submission_id,
             type="chat.turn.waiting",
@@ -172,44 +159,34 @@ def _settling(row: ToolWaitRow, part: dict[str, Any], agent: Agent) -> Chunk | N
     return denied_chunk(call_id, reason)
 
 
-class ResumeTurnActivity:
+@dataclass(kw_only=True, eq=False)
+class ResumeAgentActivity(AgentActivity):
     """`perdure.resume_turn`: open the message again and settle what the answers settle."""
 
-    def __init__(
-        self, *, db: Database, bus: ChunkBus, agents: AgentRegistry, toolbox: ToolSources
-    ) -> None:
-        self._db = db
-        self._bus = bus
-        self._agents = agents
-        self._toolbox = toolbox
+    bus: ChunkBus
+    toolbox: ToolSources
 
     @activity.defn(name=RESUME_TURN_ACTIVITY)
     async def resume_turn(self, turn: ResumeTurnInput) -> ResumeTurnResult:
         # A local activity, as the park is.
-        agent = resolve_agent(self._agents, turn.agent)
-        writer = current_writer()
-        try:
-            if writer.attempt > 1:
-                await claim_log(self._db, message_id=turn.assistant_message_id, writer=writer)
+        agent = self.agent(turn.agent)
+        with fenced():
+            writer = await self.claim(turn.assistant_message_id)
             # The workflow resumes once each wait is answered or out of time: those still
             # pending are out of time (an answer stored meanwhile wins: it is not pending).
-            await expire_waits(self._db, wait_ids=turn.wait_ids, reason=EXPIRED_REASON)
-            rows = await waits_by_id(self._db, turn.wait_ids)
-            reduction = reduce_chunks(
-                await load_log(self._db, message_id=turn.assistant_message_id)
-            )
-            offered = (await turn_tools(agent, self._toolbox)).tools
+            await expire_waits(self.db, wait_ids=turn.wait_ids, reason=EXPIRED_REASON)
+            rows = await waits_by_id(self.db, turn.wait_ids)
+            reduction = reduce_chunks(await load_log(self.db, message_id=turn.assistant_message_id))
+            offered = (await turn_tools(agent, self.toolbox)).tools
             chunks, run = _resumption(agent, offered, turn, reduction, rows)
             if chunks:
                 await append_chunks(
-                    self._db,
+                    self.db,
                     message_id=turn.assistant_message_id,
                     chunks=chunks,
                     writer=writer,
                 )
-        except StaleWriter as error:
-            raise superseded(error) from error
-        self._bus.publish(turn.assistant_message_id)
+        self.bus.publish(turn.assistant_message_id)
         return ResumeTurnResult(run=run)
 
 

@@ -3,11 +3,13 @@
 and sweep workspace blobs no file names."""
 
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import activity
 from temporalio.client import Client
 
+from activities.base import StoreActivity
 from activities.events import emit
 from activities.fiber_sweep import sweep_fibers
 from activities.finish import TurnFinisher
@@ -16,9 +18,8 @@ from perdure.domain.payloads import FinishTurnInput, ReconcileInput, ReconcileRe
 from perdure.turn_control.client import turn_state
 from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.chunks import LogWriter
-from storage.db import Database
 from storage.hygiene import prune_closed_logs
-from storage.submissions import stale_active
+from storage.submission_reads import stale_active
 from storage.timing import now
 from storage.workspace_blobs import BlobDirectory
 from storage.workspaces import sweep_blobs
@@ -31,27 +32,16 @@ the next run, 2 minutes later."""
 log = logging.getLogger(__name__)
 
 
-class ReconcileActivity:
-    def __init__(
-        self,
-        *,
-        db: Database,
-        client: Client,
-        task_queue: str,
-        lifecycle: SubmissionLifecycle,
-        finisher: TurnFinisher,
-        chunk_retention: timedelta | None = None,
-        blobs: BlobDirectory | None = None,
-    ) -> None:
-        self._db = db
-        self._client = client
-        self._task_queue = task_queue
-        """Fibers' (the turns' is the lifecycle's)."""
-        self._lifecycle = lifecycle
-        self._finisher = finisher
-        self._chunk_retention = chunk_retention
-        """None: closed chunk logs are kept forever."""
-        self._blobs = blobs
+@dataclass(kw_only=True, eq=False)
+class ReconcileActivity(StoreActivity):
+    client: Client
+    task_queue: str
+    """Fibers' (the turns' is the lifecycle's)."""
+    lifecycle: SubmissionLifecycle
+    finisher: TurnFinisher
+    chunk_retention: timedelta | None = None
+    """None: closed chunk logs are kept forever."""
+    blobs: BlobDirectory | None = None
 
     @activity.defn(name=RECONCILE_ACTIVITY)
     async def reconcile(self, request: ReconcileInput) -> ReconcileReport:
@@ -59,16 +49,16 @@ class ReconcileActivity:
         recording it and starting it); close one whose workflow ended without finishing it
         (terminated by an operator, say), so its session is released."""
         report = ReconcileReport()
-        for submission in await stale_active(self._db, older_than=request.older_than_seconds):
-            state = await turn_state(self._client, submission.id)
+        for submission in await stale_active(self.db, older_than=request.older_than_seconds):
+            state = await turn_state(self.client, submission.id)
             if state == "missing" and submission.cancel_requested_at is not None:
                 state = "cancelled before it started"  # ended below, never run
             if state == "missing":
-                await self._lifecycle.start(submission)
+                await self.lifecycle.start(submission)
                 report.started.append(submission.id)
                 action = "started"
             elif state != "RUNNING":
-                await self._finisher.finish(
+                await self.finisher.finish(
                     FinishTurnInput(
                         submission_id=submission.id,
                         session_id=submission.session_id,
@@ -85,13 +75,13 @@ class ReconcileActivity:
                 action = "closed"
             elif submission.cancel_requested_at is not None and submission.ending is None:
                 # A stop recorded while Temporal could not take its cancellation.
-                await self._lifecycle.cancel(submission.id)
+                await self.lifecycle.cancel(submission.id)
                 report.stops_resent.append(submission.id)
                 action = "stop resent"
             else:
                 continue
             await emit(
-                self._db,
+                self.db,
                 session_id=submission.session_id,
                 submission_id=submission.id,
                 type="submission.reconciled",
@@ -99,9 +89,9 @@ class ReconcileActivity:
                 workflowState=state,
             )
         fibers = await sweep_fibers(
-            self._db,
-            self._client,
-            task_queue=self._task_queue,
+            self.db,
+            self.client,
+            task_queue=self.task_queue,
             older_than=request.older_than_seconds,
         )
         report.fibers_started, report.fibers_settled = fibers.started, fibers.settled
@@ -112,10 +102,10 @@ class ReconcileActivity:
     async def _sweep(self) -> int:
         """Delete the workspace blobs no file names any more (storage/workspace_blobs.py). A
         failure is logged, not raised, as a prune's is."""
-        if self._blobs is None:
+        if self.blobs is None:
             return 0
         try:
-            return await sweep_blobs(self._db, self._blobs)
+            return await sweep_blobs(self.db, self.blobs)
         except Exception:
             log.exception("sweeping the workspace blob directory failed; the next run goes on")
             return 0
@@ -124,13 +114,13 @@ class ReconcileActivity:
         """Delete the chunks of logs closed longer ago than the retention period, in bounded
         batches. A failure is logged, not raised: the repairs above are done, and the next run
         prunes what this one could not."""
-        if self._chunk_retention is None:
+        if self.chunk_retention is None:
             return 0
-        before = now() - self._chunk_retention.total_seconds()
+        before = now() - self.chunk_retention.total_seconds()
         pruned = 0
         try:
             for _ in range(PRUNE_BATCHES):
-                batch = await prune_closed_logs(self._db, closed_before=before)
+                batch = await prune_closed_logs(self.db, closed_before=before)
                 pruned += batch.logs
                 if batch.logs == 0:
                     break

@@ -12,13 +12,14 @@ import asyncio
 import contextlib
 import hashlib
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities._support import current_writer, heartbeating, resolve_agent, superseded
-from perdure.agents_registry import AgentRegistry
+from activities._support import current_writer, heartbeating
+from activities.base import AgentActivity, fenced
 from perdure.domain.names import RELAY_SUB_TURN_ACTIVITY, START_SUB_TURN_ACTIVITY
 from perdure.domain.payloads import (
     RelaySubTurnInput,
@@ -35,16 +36,14 @@ from perdure.turn_control.client import TurnStart
 from perdure.turn_control.lifecycle import NewSubmission, SubmissionLifecycle
 from storage.bus import ChunkBus
 from storage.chunks import (
-    StaleWriter,
     append_chunks,
-    claim_log,
     load_log,
     log_closed,
     read_chunks,
 )
-from storage.db import Database
 from storage.sessions import session_depth
-from storage.submissions import ParentCall, SubmissionOptions, get_submission
+from storage.submission_options import ParentCall, SubmissionOptions
+from storage.submission_reads import get_submission
 from storage.tables import SubmissionRow
 
 RELAY_EVERY = 0.1
@@ -70,48 +69,36 @@ def _task_of(part: dict[str, Any]) -> str | None:
     return task if isinstance(task, str) and task.strip() else None
 
 
-class SubAgentActivities:
-    def __init__(
-        self,
-        *,
-        db: Database,
-        bus: ChunkBus,
-        agents: AgentRegistry,
-        lifecycle: SubmissionLifecycle,
-    ) -> None:
-        self._db = db
-        self._bus = bus
-        self._agents = agents
-        self._lifecycle = lifecycle
+@dataclass(kw_only=True, eq=False)
+class SubAgentActivities(AgentActivity):
+    bus: ChunkBus
+    lifecycle: SubmissionLifecycle
 
     async def _append(self, call: SubTurnInput, chunks: list[Chunk]) -> None:
-        try:
+        with fenced():
             await append_chunks(
-                self._db,
+                self.db,
                 message_id=call.assistant_message_id,
                 chunks=chunks,
                 writer=current_writer(),
             )
-        except StaleWriter as error:
-            raise superseded(error) from error
-        self._bus.publish(call.assistant_message_id)
+        self.bus.publish(call.assistant_message_id)
 
     @activity.defn(name=START_SUB_TURN_ACTIVITY)
     async def start_sub_turn(self, call: SubTurnInput) -> SubTurnStart:
         async with heartbeating():
-            agent = resolve_agent(self._agents, call.agent)
+            agent = self.agent(call.agent)
             sub_agent = agent.sub_agent(call.tool_name)
-            writer = current_writer()
             if sub_agent is None:
                 raise ApplicationError(
                     f"{call.tool_name} is not a sub-agent of {agent.name}", non_retryable=True
                 )
-            if writer.attempt > 1:
-                await claim_log(self._db, message_id=call.assistant_message_id, writer=writer)
-            logged = await load_log(self._db, message_id=call.assistant_message_id)
+            with fenced():
+                await self.claim(call.assistant_message_id)
+            logged = await load_log(self.db, message_id=call.assistant_message_id)
             reduction = reduce_chunks(logged)
             part = reduction.tool_part(call.tool_call_id)
-            parent = await get_submission(self._db, call.submission_id)
+            parent = await get_submission(self.db, call.submission_id)
             if part is None or parent is None:
                 raise ApplicationError(
                     f"tool call {call.tool_call_id} of {call.submission_id} is gone",
@@ -124,7 +111,7 @@ class SubAgentActivities:
                     await self._append(call, [tool_error_chunk(call.tool_call_id, refusal or "")])
                 return SubTurnStart()
             chat_id, message_id = child_ids(call.submission_id, call.tool_call_id)
-            child = await self._lifecycle.record(
+            child = await self.lifecycle.record(
                 NewSubmission(
                     tenant_id=parent.tenant_id,
                     chat_id=chat_id,
@@ -160,7 +147,7 @@ class SubAgentActivities:
         """Why the call cannot start a child (told to the model as the call's error)."""
         if task is None:
             return "the sub-agent needs a non-empty `task`"
-        if await session_depth(self._db, session_id=call.session_id) >= MAX_DEPTH:
+        if await session_depth(self.db, session_id=call.session_id) >= MAX_DEPTH:
             return f"sub-agents nest at most {MAX_DEPTH} deep"
         return None
 
@@ -168,19 +155,15 @@ class SubAgentActivities:
     async def relay_sub_turn(self, relay: RelaySubTurnInput) -> RelaySubTurnResult:
         async with heartbeating():
             call = relay.call
-            agent = resolve_agent(self._agents, call.agent)
-            writer = current_writer()
-            if writer.attempt > 1:
-                try:
-                    await claim_log(self._db, message_id=call.assistant_message_id, writer=writer)
-                except StaleWriter as error:
-                    raise superseded(error) from error
-            logged = await load_log(self._db, message_id=call.assistant_message_id)
+            agent = self.agent(call.agent)
+            with fenced():
+                await self.claim(call.assistant_message_id)
+            logged = await load_log(self.db, message_id=call.assistant_message_id)
             part = reduce_chunks(logged).tool_part(call.tool_call_id)
             if part is None or is_settled(part):
                 return RelaySubTurnResult(settled=True)
             grew = asyncio.Event()
-            stop_listening = self._bus.listen(
+            stop_listening = self.bus.listen(
                 lambda grown: grew.set() if grown in (None, relay.child_message_id) else None
             )
             try:
@@ -201,13 +184,13 @@ class SubAgentActivities:
         while True:
             grew.clear()
             rows = await read_chunks(
-                self._db, message_id=relay.child_message_id, after=len(child_log) - 1
+                self.db, message_id=relay.child_message_id, after=len(child_log) - 1
             )
             if rows:
                 child_log += [chunk for _, chunk in rows]
                 child = reduce_chunks(child_log)
             if child.terminal is not None and await log_closed(
-                self._db, message_id=relay.child_message_id
+                self.db, message_id=relay.child_message_id
             ):
                 await self._append(call, [_final(call.tool_call_id, child, limit)])
                 return RelaySubTurnResult(settled=True)
