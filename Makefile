@@ -74,7 +74,7 @@ bench-load: $(STAMP)
 bench-waits: $(STAMP)
 	$(BIN)/python -m bench.waits $(ARGS)
 
-# Perdure beside a session entity workflow, Workflow Streams and the direct floor (issue 11).
+# Perdure beside a session entity workflow, Workflow Streams and the direct floor.
 bench-compare: $(STAMP)
 	$(BIN)/python -m bench.compare $(ARGS)
 

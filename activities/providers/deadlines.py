@@ -2,7 +2,7 @@
 
 An `asyncio.timeout` per wait costs a timer per event (a heap push, and a cancelled handle the
 loop sweeps later): with a read timeout and a stall timeout around every provider delta, about
-a sixth of a busy worker's event loop (docs/benchmarks.md, issue 20). A `WaitDeadline` keeps
+a sixth of a busy worker's event loop (docs/benchmarks.md). A `WaitDeadline` keeps
 one timer per period instead: a wait only notes when it began, and the timer, when it fires,
 either ends the wait that has lasted too long or is set again for the one under way.
 """

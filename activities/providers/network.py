@@ -3,7 +3,7 @@
 `httpcore2` reads a response through its network backend, one `read` per packet, and a streamed
 answer is a packet per delta. Its default backend (anyio) resumes and pauses the socket around
 every read (two `epoll_ctl` system calls) inside a cancel scope: about a third of a busy worker's
-event-loop CPU (docs/benchmarks.md, issue 20). asyncio's `StreamReader` keeps reading into its
+event-loop CPU (docs/benchmarks.md). asyncio's `StreamReader` keeps reading into its
 buffer and pauses only when the buffer is full, so a read of what has arrived is a slice.
 
 Same contract as httpcore2's anyio backend: `ConnectError`/`ConnectTimeout` on connect (and
