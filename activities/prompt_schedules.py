@@ -1,4 +1,4 @@
-"""The fire activity: one occurrence of a scheduled prompt becomes a chat submission.
+"""The fire activity: one occurrence of a prompt schedule becomes a chat submission.
 
 Exactly what a chat message does: the submission lifecycle (turn_control/lifecycle.py) records
 the submission once per idempotency key, applies the session's concurrency strategy (an
@@ -11,12 +11,13 @@ rate limits count gateway requests only.
 """
 
 import logging
+from datetime import datetime
 
 from temporalio import activity
 
 from activities.events import emit
 from perdure.domain.names import FIRE_SCHEDULE_ACTIVITY
-from perdure.domain.schedules import (
+from perdure.domain.prompt_schedules import (
     FireScheduleInput,
     FireScheduleResult,
     occurrence_key,
@@ -26,17 +27,34 @@ from perdure.domain.schedules import (
 from perdure.domain.turn_priority import SCHEDULED_MESSAGE_SOURCE
 from perdure.domain.ui import UIMessage
 from perdure.turn_control.lifecycle import NewSubmission, SubmissionLifecycle
-from storage.concurrency import SessionBusy
+from storage.busy_session import SessionBusy
 from storage.db import Database
 from storage.errors import AgentNotAllowed
-from storage.schedules import get_schedule, record_occurrence
-from storage.submissions import SubmissionOptions
+from storage.prompt_schedules import get_schedule, record_occurrence
+from storage.schedule_tables import PromptScheduleRow
+from storage.submission_options import SubmissionOptions
 from storage.tenant_policies import agent_limits
 
-log = logging.getLogger("perdure.schedules")
+log = logging.getLogger("perdure.schedules")  # operators filter logs by this name: it stays
 
 
-class ScheduledPromptActivity:
+def occurrence_message(schedule: PromptScheduleRow, occurrence: datetime) -> UIMessage:
+    """The user message of one occurrence, its id made of the schedule's and the time's."""
+    return UIMessage.model_validate(
+        {
+            "id": occurrence_message_id(schedule.id, occurrence),
+            "role": "user",
+            "parts": [{"type": "text", "text": schedule.prompt}],
+            "metadata": {
+                "source": SCHEDULED_MESSAGE_SOURCE,
+                "scheduleId": schedule.id,
+                "occurrence": occurrence_text(occurrence),
+            },
+        }
+    )
+
+
+class PromptScheduleActivity:
     def __init__(self, *, db: Database, lifecycle: SubmissionLifecycle, task_queue: str) -> None:
         self._db = db
         self._lifecycle = lifecycle
@@ -53,52 +71,14 @@ class ScheduledPromptActivity:
             log.info("schedule %s (tenant %s) is gone", request.schedule_id, request.tenant_id)
             return FireScheduleResult(outcome="gone")
         occurrence = occurrence_text(request.occurrence)
-        message = UIMessage.model_validate(
-            {
-                "id": occurrence_message_id(schedule.id, request.occurrence),
-                "role": "user",
-                "parts": [{"type": "text", "text": schedule.prompt}],
-                "metadata": {
-                    "source": SCHEDULED_MESSAGE_SOURCE,
-                    "scheduleId": schedule.id,
-                    "occurrence": occurrence,
-                },
-            }
-        )
         try:
-            outcome = await self._lifecycle.submit(
-                NewSubmission(
-                    tenant_id=schedule.tenant_id,
-                    chat_id=schedule.session_id,
-                    agent=schedule.agent,
-                    message=message,
-                    idempotency_key=occurrence_key(schedule.id, request.occurrence),
-                    # The session agent's concurrency strategy applies, as to any message.
-                    options=SubmissionOptions(
-                        task_queue=self._task_queue,
-                        limits=await agent_limits(self._db, schedule.tenant_id),
-                    ),
-                )
-            )
+            new = await self._submission_of(schedule, request.occurrence)
+            outcome = await self._lifecycle.submit(new)
         except (SessionBusy, AgentNotAllowed) as refusal:  # the next occurrence tries again
-            await record_occurrence(
-                self._db,
-                tenant_id=schedule.tenant_id,
-                schedule_id=schedule.id,
-                occurrence=occurrence,
-                submission_id=None,
-                error=str(refusal),
-            )
+            await self._recorded(schedule, occurrence, submission_id=None, error=str(refusal))
             return FireScheduleResult(outcome="refused")
         submission = outcome.submission
-        await record_occurrence(
-            self._db,
-            tenant_id=schedule.tenant_id,
-            schedule_id=schedule.id,
-            occurrence=occurrence,
-            submission_id=submission.id,
-            error=None,
-        )
+        await self._recorded(schedule, occurrence, submission_id=submission.id, error=None)
         # Every firing is recorded, a repeat too (`created: false`): at least once, so a
         # retry after a crash right before this line still records the first.
         await emit(
@@ -112,4 +92,39 @@ class ScheduledPromptActivity:
         )
         return FireScheduleResult(
             outcome="submitted", submission_id=submission.id, created=outcome.created
+        )
+
+    async def _submission_of(
+        self, schedule: PromptScheduleRow, occurrence: datetime
+    ) -> NewSubmission:
+        """The occurrence's submission, made once per occurrence (its idempotency key)."""
+        return NewSubmission(
+            tenant_id=schedule.tenant_id,
+            chat_id=schedule.session_id,
+            agent=schedule.agent,
+            message=occurrence_message(schedule, occurrence),
+            idempotency_key=occurrence_key(schedule.id, occurrence),
+            # The session agent's concurrency strategy applies, as to any message.
+            options=SubmissionOptions(
+                task_queue=self._task_queue,
+                limits=await agent_limits(self._db, schedule.tenant_id),
+            ),
+        )
+
+    async def _recorded(
+        self,
+        schedule: PromptScheduleRow,
+        occurrence: str,
+        *,
+        submission_id: str | None,
+        error: str | None,
+    ) -> None:
+        """The occurrence's outcome on the schedule (`GET /v1/schedules/{id}` shows it)."""
+        await record_occurrence(
+            self._db,
+            tenant_id=schedule.tenant_id,
+            schedule_id=schedule.id,
+            occurrence=occurrence,
+            submission_id=submission_id,
+            error=error,
         )

@@ -17,7 +17,7 @@ from gateway.routes import (
     files,
     health,
     metrics,
-    schedules,
+    prompt_schedules,
     sessions,
     submissions,
     usage,
@@ -65,7 +65,7 @@ def create_app(*, services: Services | None = None, settings: Settings | None = 
     app.include_router(submissions.router)
     app.include_router(branches.router)
     app.include_router(waits.router)
-    app.include_router(schedules.router)
+    app.include_router(prompt_schedules.router)
     app.include_router(fibers.router)
     app.include_router(usage.router)
     app.include_router(files.router)

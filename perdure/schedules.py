@@ -1,4 +1,6 @@
-"""`PromptSchedule`: a prompt an agent sends itself on a schedule (docs/schedules.md)."""
+"""`PromptSchedule`: a prompt an agent sends itself on a schedule (docs/schedules.md).
+
+The module keeps its name, `perdure.schedules`: agent code imports `PromptSchedule` from it."""
 
 from datetime import timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -12,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from perdure.domain.schedules import (
+from perdure.domain.prompt_schedules import (
     MAX_PROMPT_CHARS,
     SCHEDULE_ID_PATTERN,
     TARGET_SESSION_PATTERN,

@@ -1,4 +1,4 @@
-"""Scheduled prompts in the store, always scoped to their tenant."""
+"""Prompt schedules in the store, always scoped to their tenant."""
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -10,7 +10,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from perdure.domain.concurrency import Concurrency
-from perdure.domain.schedules import Recurrence, ScheduleSource
+from perdure.domain.prompt_schedules import Recurrence, ScheduleSource
 from storage.db import Database
 from storage.schedule_tables import PromptScheduleRow, ServedAgentRow
 from storage.timing import now
@@ -19,7 +19,7 @@ T = TypeVar("T")
 CONCURRENT_RETRIES = 3
 
 
-class ScheduleConflict(Exception):
+class PromptScheduleConflict(Exception):
     """A declared schedule has the id of one created through the API (or the reverse)."""
 
 
@@ -129,7 +129,7 @@ async def set_paused(
 
 
 @dataclass(frozen=True)
-class ScheduleDefinition:
+class PromptScheduleDefinition:
     """What a schedule sends, where, and when: the part `PATCH /v1/schedules/{id}` changes."""
 
     agent: str
@@ -138,7 +138,7 @@ class ScheduleDefinition:
     recurrence: Recurrence
 
     @classmethod
-    def of(cls, row: PromptScheduleRow) -> "ScheduleDefinition":
+    def of(cls, row: PromptScheduleRow) -> "PromptScheduleDefinition":
         return cls(row.agent, row.session_id, row.prompt, recurrence_of(row))
 
 
@@ -147,7 +147,7 @@ async def define_schedule(
     *,
     tenant_id: str,
     schedule_id: str,
-    definition: ScheduleDefinition,
+    definition: PromptScheduleDefinition,
     unless_updated_since: float | None = None,
 ) -> PromptScheduleRow | None:
     """Give the schedule `definition`; None when it is gone, or (with `unless_updated_since`)
@@ -199,7 +199,7 @@ async def upsert_declared(db: Database, declared: PromptScheduleRow) -> PromptSc
             session.add(fresh)
             return fresh
         if row.source != "declared":
-            raise ScheduleConflict(
+            raise PromptScheduleConflict(
                 f"agent {declared.agent!r} declares schedule {declared.id!r} (tenant "
                 f"{declared.tenant_id!r}), but a schedule with that id was created through the "
                 "API: delete it (DELETE /v1/schedules/{id}) or rename the declared one"

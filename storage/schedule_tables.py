@@ -1,5 +1,6 @@
-"""Tables of scheduled prompts (migration 0006). The store owns who a schedule belongs to and
-what it says; its Temporal Schedule (domain.names.prompt_schedule_id) owns when it fires."""
+"""Tables of migration 0006 (`schedules`), and named after it: prompt schedules and the agents
+workers serve. The store owns who a schedule belongs to and what it says; its Temporal Schedule
+(domain.names.prompt_schedule_id) owns when it fires."""
 
 from typing import Any
 

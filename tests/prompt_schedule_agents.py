@@ -1,5 +1,6 @@
-"""Agents the scheduled-prompt specifications serve (PERDURE_AGENTS=tests.schedule_agents):
-offline (`demo` model), one of them with a declared schedule."""
+"""Agents the prompt schedule specifications serve
+(PERDURE_AGENTS=tests.prompt_schedule_agents): offline (`demo` model), one of them with a
+declared schedule."""
 
 from perdure import PromptSchedule, tool
 from perdure.default_agent import DefaultAgent, calculate_expression

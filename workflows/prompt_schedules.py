@@ -10,7 +10,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from perdure.domain.names import FIRE_SCHEDULE_ACTIVITY, SCHEDULED_PROMPT_WORKFLOW
-    from perdure.domain.schedules import FireScheduleInput, FireScheduleResult
+    from perdure.domain.prompt_schedules import FireScheduleInput, FireScheduleResult
 
 SCHEDULED_START_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
 """Set by Temporal on every workflow a schedule starts (backfills included): the occurrence's
@@ -27,6 +27,7 @@ FIRE_RETRY = RetryPolicy(
 (~4 minutes in all); then the occurrence fails, visibly, in the schedule's recent actions."""
 
 
+# The class is named as the workflow Temporal knows (SCHEDULED_PROMPT_WORKFLOW), which stays.
 @workflow.defn(name=SCHEDULED_PROMPT_WORKFLOW)
 class ScheduledPromptWorkflow:
     @workflow.run

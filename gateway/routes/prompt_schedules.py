@@ -1,28 +1,20 @@
-"""Scheduled prompts: create, list, read, change, pause, resume, trigger, backfill, delete.
-
-The store says which tenant a schedule belongs to and what it sends; its Temporal Schedule says
-when. Schedules declared on an agent (`Agent.schedules`) are listed here too and may be paused,
-resumed, triggered and backfilled, but not changed or deleted: the code that declares them
-owns them.
+"""Prompt schedules over HTTP: create, list, read, change, pause, resume, trigger, backfill,
+delete. What each does to the store and to its Temporal Schedule is the lifecycle's
+(turn_control/prompt_schedule_lifecycle.py); this module parses requests and presents answers.
 """
 
-import asyncio
 import uuid
-import weakref
 from collections.abc import Awaitable
-from datetime import UTC, datetime, timedelta
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Path, Query, Response
-from pydantic import BaseModel
-from temporalio.client import Client, ScheduleActionExecutionStartWorkflow, ScheduleDescription
-from temporalio.service import RPCError, RPCStatusCode
+from fastapi import APIRouter, Depends, Path, Query, Response
+from temporalio.client import ScheduleActionExecutionStartWorkflow, ScheduleDescription
 
 from gateway.access import tenant_limits
 from gateway.body_limits import body_limit
 from gateway.deps import DbDep, SettingsDep, TemporalDep, TenantDep
 from gateway.errors import ApiError, InvalidField, invalid_request
-from gateway.schemas.schedules import (
+from gateway.schemas.prompt_schedules import (
     BackfillRequest,
     BackfillResult,
     RecentRun,
@@ -33,42 +25,34 @@ from gateway.schemas.schedules import (
     SchedulesPublic,
     schedule_fields,
 )
-from gateway.temporal import TEMPORAL_TIMEOUT_SECONDS, temporal_call
-from perdure.domain.schedules import (
+from gateway.temporal import GatewayDeadline
+from perdure.domain.prompt_schedules import (
     MAX_PROMPT_CHARS,
     SCHEDULE_ID_PATTERN,
 )
 from perdure.runtime.settings import Settings
-from perdure.turn_control.prompt_schedules import (
-    backfill_prompt_schedule,
-    delete_prompt_schedule,
-    describe_prompt_schedule,
-    ensure_prompt_schedule,
-    matching_times,
-    pause_prompt_schedule,
-    trigger_prompt_schedule,
+from perdure.turn_control.prompt_schedule_lifecycle import (
+    DeclaredPromptSchedule,
+    InvalidPeriod,
+    NewPromptSchedule,
+    PromptScheduleExists,
+    PromptScheduleLifecycle,
+    PromptScheduleNotFound,
+    TemporalRefusedSchedule,
+    TemporalScheduleMissing,
+    TooManyOccurrences,
 )
 from storage.db import Database
+from storage.prompt_schedules import PromptScheduleDefinition, list_schedules, served_agents
 from storage.schedule_tables import PromptScheduleRow
-from storage.schedules import (
-    ScheduleDefinition,
-    define_schedule,
-    delete_schedule,
-    get_schedule,
-    insert_schedule,
-    list_schedules,
-    new_row,
-    served_agents,
-    set_paused,
-)
 from storage.tenant_policies import TenantLimits
 
+# The path, tag and schema names stay `schedules`/`Schedule…`: they are the public REST API.
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 BODY_LIMIT_BYTES = 4 * MAX_PROMPT_CHARS + 4096
 """The prompt in JSON at worst (4 bytes a character) and the few other fields."""
 MAX_BACKFILL_OCCURRENCES = 100
 MAX_OFFSET = 2**31 - 1
-M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
 ScheduleIdPath = Annotated[
@@ -104,27 +88,6 @@ def _detail(
     )
 
 
-def schedule_not_found(schedule_id: str) -> ApiError:
-    return ApiError(404, "schedule_not_found", f"schedule {schedule_id!r} not found")
-
-
-async def _owned(db: Database, tenant: str, schedule_id: str) -> PromptScheduleRow:
-    row = await get_schedule(db, tenant_id=tenant, schedule_id=schedule_id)
-    if row is None:
-        raise schedule_not_found(schedule_id)
-    return row
-
-
-def _refuse_declared(row: PromptScheduleRow, instead: str) -> None:
-    """A declared schedule belongs to the code that declares it (409)."""
-    if row.source == "declared":
-        raise ApiError(
-            409,
-            "declared_schedule",
-            f"schedule {row.id!r} is declared on agent {row.agent!r}: {instead}",
-        )
-
-
 async def _checked_agent(
     db: Database, settings: Settings, agent: str, admitted: TenantLimits
 ) -> None:
@@ -141,21 +104,49 @@ async def _checked_agent(
     raise ApiError(422, "unknown_agent", f"unknown agent {agent!r}; the workers serve: {known}")
 
 
-async def _temporal(client: Client, call: Awaitable[T]) -> T:
-    """`call`, bounded (gateway/temporal.py); a Temporal Schedule deleted behind Perdure's
-    back is a clear 409, not a 500."""
+async def _lifecycle(
+    db: DbDep, client: TemporalDep, settings: SettingsDep
+) -> PromptScheduleLifecycle:
+    async def admit(tenant: str, agent: str) -> None:
+        admitted = await tenant_limits(db, settings, tenant, agent)  # else 403
+        await _checked_agent(db, settings, agent, admitted)
+
+    return PromptScheduleLifecycle(
+        db,
+        client,
+        task_queue=settings.task_queue,
+        deadline=GatewayDeadline(client),
+        admit_agent=admit,
+    )
+
+
+LifecycleDep = Annotated[PromptScheduleLifecycle, Depends(_lifecycle)]
+
+MISSING_IN_TEMPORAL = (
+    "the schedule's Temporal Schedule no longer exists (deleted outside Perdure); any change "
+    "(PATCH) re-creates it, as deleting and creating the schedule again does (a declared one "
+    "is re-created when a worker starts)"
+)
+
+
+async def _answer(call: Awaitable[T], *, declared_instead: str = "") -> T:
+    """`call`'s answer; the lifecycle's refusals as the API's errors."""
     try:
-        return await temporal_call(call, within=TEMPORAL_TIMEOUT_SECONDS, client=client)
-    except RPCError as error:
-        if error.status == RPCStatusCode.NOT_FOUND:
-            raise ApiError(
-                409,
-                "schedule_missing_in_temporal",
-                "the schedule's Temporal Schedule no longer exists (deleted outside Perdure); "
-                "any change (PATCH) re-creates it, as deleting and creating the schedule again "
-                "does (a declared one is re-created when a worker starts)",
-            ) from None
-        raise
+        return await call
+    except PromptScheduleNotFound as error:
+        raise ApiError(404, "schedule_not_found", str(error)) from None
+    except PromptScheduleExists as error:
+        raise ApiError(409, "schedule_exists", str(error)) from None
+    except DeclaredPromptSchedule as error:
+        raise ApiError(409, "declared_schedule", f"{error}: {declared_instead}") from None
+    except TemporalScheduleMissing:
+        raise ApiError(409, "schedule_missing_in_temporal", MISSING_IN_TEMPORAL) from None
+    except TemporalRefusedSchedule as error:
+        raise ApiError(422, "invalid_schedule", f"Temporal refused it: {error}") from None
+    except InvalidPeriod as error:
+        raise ApiError(422, "invalid_period", str(error)) from None
+    except TooManyOccurrences as error:
+        raise ApiError(422, "too_many_occurrences", f"{error}; backfill a shorter one") from None
 
 
 @router.post(
@@ -165,39 +156,21 @@ async def _temporal(client: Client, call: Awaitable[T]) -> T:
 )
 @body_limit(BODY_LIMIT_BYTES)
 async def create(
-    body: ScheduleCreate, db: DbDep, client: TemporalDep, settings: SettingsDep, tenant: TenantDep
+    body: ScheduleCreate, lifecycle: LifecycleDep, settings: SettingsDep, tenant: TenantDep
 ) -> SchedulePublic:
     """Each occurrence sends `prompt` into the tenant's chat `sessionId` as a user message,
     queued like any chat message and submitted once per occurrence (`schedule:{id}:{time}`).
     A schedule id already taken is a 409; an agent no worker serves a 422."""
-    agent = body.agent or settings.default_agent
-    admitted = await tenant_limits(db, settings, tenant, agent)  # else 403
-    await _checked_agent(db, settings, agent, admitted)
-    row = new_row(
+    new = NewPromptSchedule(
         tenant_id=tenant,
         schedule_id=body.id or f"sch-{uuid.uuid4().hex[:16]}",
-        agent=agent,
+        agent=body.agent or settings.default_agent,
         session_id=body.session_id,
         prompt=body.prompt,
         recurrence=body.recurrence(),
-        source="api",
         paused=body.paused,
     )
-    if not await insert_schedule(db, row):
-        raise ApiError(409, "schedule_exists", f"schedule {row.id!r} already exists")
-    try:
-        await _temporal(
-            client,
-            ensure_prompt_schedule(client, row, task_queue=settings.task_queue),
-        )
-    except Exception as error:
-        # Nothing stays half-made: without its Temporal Schedule the row would never fire. (A
-        # create that timed out here but reached Temporal leaves a schedule whose occurrences
-        # find no row and submit nothing; creating the id again takes it over.)
-        await delete_schedule(db, tenant_id=tenant, schedule_id=row.id)
-        if isinstance(error, RPCError) and error.status == RPCStatusCode.INVALID_ARGUMENT:
-            raise ApiError(422, "invalid_schedule", f"Temporal refused it: {error}") from None
-        raise
+    row = await _answer(lifecycle.create(new))
     return SchedulePublic.of(row, settings.task_queue)
 
 
@@ -217,52 +190,12 @@ async def list_all(
 @router.get("/{schedule_id}", summary="One scheduled prompt, with its next and recent runs")
 async def read(
     schedule_id: ScheduleIdPath,
-    db: DbDep,
-    client: TemporalDep,
+    lifecycle: LifecycleDep,
     settings: SettingsDep,
     tenant: TenantDep,
 ) -> ScheduleDetail:
-    row = await _owned(db, tenant, schedule_id)
-    task_queue = settings.task_queue
-    described = await _temporal(
-        client,
-        describe_prompt_schedule(
-            client, task_queue=task_queue, tenant_id=tenant, schedule_id=row.id
-        ),
-    )
-    return _detail(row, task_queue, described)
-
-
-PUSH_ROUNDS = 3
-"""Times a change re-sends the stored definition when another change was written meanwhile:
-the last writer's definition is the one Temporal keeps."""
-
-
-_PUSHES: "weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock]" = (
-    weakref.WeakValueDictionary()
-)
-"""One push at a time per schedule in this process: concurrent pushes of different rows can
-reach Temporal in any order, and the one that lands last must be the newest."""
-
-
-async def _pushed(db: Database, client: Client, settings: Settings, row: PromptScheduleRow) -> None:
-    """Bring the row's Temporal Schedule up to the stored definition (re-created if it was
-    deleted outside Perdure), and again while concurrent changes overtake it. Each push sends
-    the newest stored row, one at a time per schedule here (another gateway's changes are
-    caught by the re-read)."""
-    task_queue = settings.task_queue
-    key = (row.tenant_id, row.id)
-    lock = _PUSHES.get(key) or _PUSHES.setdefault(key, asyncio.Lock())
-    async with lock:
-        current = await get_schedule(db, tenant_id=row.tenant_id, schedule_id=row.id)
-        for _ in range(PUSH_ROUNDS):
-            if current is None:
-                return
-            await _temporal(client, ensure_prompt_schedule(client, current, task_queue=task_queue))
-            latest = await get_schedule(db, tenant_id=row.tenant_id, schedule_id=row.id)
-            if latest is None or latest.updated_at == current.updated_at:
-                return
-            current = latest
+    row, described = await _answer(lifecycle.describe(tenant, schedule_id))
+    return _detail(row, settings.task_queue, described)
 
 
 @router.patch(
@@ -273,8 +206,7 @@ async def _pushed(db: Database, client: Client, settings: Settings, row: PromptS
 async def change(
     body: ScheduleChange,
     schedule_id: ScheduleIdPath,
-    db: DbDep,
-    client: TemporalDep,
+    lifecycle: LifecycleDep,
     settings: SettingsDep,
     tenant: TenantDep,
 ) -> SchedulePublic:
@@ -282,75 +214,30 @@ async def change(
     the new times; turns already submitted go on as they were. Its paused state, its last
     occurrence and its id stay. A schedule declared on an agent is refused (409): change its
     declaration."""
-    row = await _owned(db, tenant, schedule_id)
-    _refuse_declared(
-        row, "change it in the agent's `schedules` (the workers apply it when they next start)"
+
+    def edit(before: PromptScheduleDefinition) -> PromptScheduleDefinition:
+        try:
+            return body.applied_to(before)
+        except InvalidField as error:
+            raise invalid_request(error) from None
+
+    changed = await _answer(
+        lifecycle.change(tenant, schedule_id, edit),
+        declared_instead="change it in the agent's `schedules` (the workers apply it when they "
+        "next start)",
     )
-    before = ScheduleDefinition.of(row)
-    try:
-        after = body.applied_to(before)
-    except InvalidField as error:
-        raise invalid_request(error) from None
-    if after.agent != before.agent:
-        admitted = await tenant_limits(db, settings, tenant, after.agent)  # else 403
-        await _checked_agent(db, settings, after.agent, admitted)
-    changed = await define_schedule(db, tenant_id=tenant, schedule_id=row.id, definition=after)
-    if changed is None:
-        raise schedule_not_found(schedule_id)
-    try:
-        await _pushed(db, client, settings, changed)
-    except Exception as error:
-        # Nothing half-changed: the store goes back to what Temporal still fires, unless
-        # another change has been written since.
-        await define_schedule(
-            db,
-            tenant_id=tenant,
-            schedule_id=row.id,
-            definition=before,
-            unless_updated_since=changed.updated_at,
-        )
-        if isinstance(error, RPCError) and error.status == RPCStatusCode.INVALID_ARGUMENT:
-            raise ApiError(422, "invalid_schedule", f"Temporal refused it: {error}") from None
-        raise
     return SchedulePublic.of(changed, settings.task_queue)
-
-
-async def _set_paused(
-    db: Database,
-    client: Client,
-    settings: Settings,
-    tenant: str,
-    schedule_id: str,
-    *,
-    paused: bool,
-) -> SchedulePublic:
-    row = await _owned(db, tenant, schedule_id)
-    task_queue = settings.task_queue
-    await _temporal(
-        client,
-        pause_prompt_schedule(
-            client,
-            task_queue=task_queue,
-            tenant_id=tenant,
-            schedule_id=row.id,
-            paused=paused,
-        ),
-    )
-    updated = await set_paused(db, tenant_id=tenant, schedule_id=row.id, paused=paused)
-    if updated is None:
-        raise schedule_not_found(schedule_id)
-    return SchedulePublic.of(updated, task_queue)
 
 
 @router.post("/{schedule_id}/pause", summary="Pause: no occurrence fires until it is resumed")
 async def pause(
     schedule_id: ScheduleIdPath,
-    db: DbDep,
-    client: TemporalDep,
+    lifecycle: LifecycleDep,
     settings: SettingsDep,
     tenant: TenantDep,
 ) -> SchedulePublic:
-    return await _set_paused(db, client, settings, tenant, schedule_id, paused=True)
+    row = await _answer(lifecycle.set_paused(tenant, schedule_id, paused=True))
+    return SchedulePublic.of(row, settings.task_queue)
 
 
 @router.post(
@@ -359,12 +246,12 @@ async def pause(
 )
 async def resume(
     schedule_id: ScheduleIdPath,
-    db: DbDep,
-    client: TemporalDep,
+    lifecycle: LifecycleDep,
     settings: SettingsDep,
     tenant: TenantDep,
 ) -> SchedulePublic:
-    return await _set_paused(db, client, settings, tenant, schedule_id, paused=False)
+    row = await _answer(lifecycle.set_paused(tenant, schedule_id, paused=False))
+    return SchedulePublic.of(row, settings.task_queue)
 
 
 @router.post(
@@ -374,23 +261,13 @@ async def resume(
 )
 async def trigger(
     schedule_id: ScheduleIdPath,
-    db: DbDep,
-    client: TemporalDep,
+    lifecycle: LifecycleDep,
     settings: SettingsDep,
     tenant: TenantDep,
 ) -> SchedulePublic:
     """Answers the schedule as it stands; the occurrence's submission shows in its
     `lastSubmissionId` once Temporal has fired it."""
-    row = await _owned(db, tenant, schedule_id)
-    await _temporal(
-        client,
-        trigger_prompt_schedule(
-            client,
-            task_queue=settings.task_queue,
-            tenant_id=tenant,
-            schedule_id=row.id,
-        ),
-    )
+    row = await _answer(lifecycle.trigger(tenant, schedule_id))
     return SchedulePublic.of(row, settings.task_queue)
 
 
@@ -402,58 +279,34 @@ async def trigger(
 async def backfill(
     body: BackfillRequest,
     schedule_id: ScheduleIdPath,
-    db: DbDep,
-    client: TemporalDep,
-    settings: SettingsDep,
+    lifecycle: LifecycleDep,
     tenant: TenantDep,
 ) -> BackfillResult:
     """Missed occurrences are never made up by themselves; this runs those of the period now
     (at most 100), paused or not. Each is keyed by its own time, so an occurrence that already
     ran is not submitted again."""
-    row = await _owned(db, tenant, schedule_id)
-    start, end = body.start.astimezone(UTC), body.end.astimezone(UTC)
-    if start >= end:
-        raise ApiError(422, "invalid_period", "`start` must be before `end`")
-    if end > datetime.now(UTC) + timedelta(seconds=1):
-        raise ApiError(422, "invalid_period", "`end` may not be in the future")
-    where = {
-        "task_queue": settings.task_queue,
-        "tenant_id": tenant,
-        "schedule_id": row.id,
-    }
-    occurrences = await _temporal(client, matching_times(client, start=start, end=end, **where))
-    if len(occurrences) > MAX_BACKFILL_OCCURRENCES:
-        raise ApiError(
-            422,
-            "too_many_occurrences",
-            f"the period has more than {MAX_BACKFILL_OCCURRENCES} occurrences; "
-            "backfill a shorter one",
+    occurrences = await _answer(
+        lifecycle.backfill(
+            tenant,
+            schedule_id,
+            start=body.start,
+            end=body.end,
+            at_most=MAX_BACKFILL_OCCURRENCES,
         )
-    if occurrences:
-        await _temporal(client, backfill_prompt_schedule(client, start=start, end=end, **where))
+    )
     return BackfillResult(occurrences=occurrences)
 
 
 @router.delete("/{schedule_id}", status_code=204, summary="Delete a scheduled prompt")
 async def delete(
     schedule_id: ScheduleIdPath,
-    db: DbDep,
-    client: TemporalDep,
-    settings: SettingsDep,
+    lifecycle: LifecycleDep,
     tenant: TenantDep,
 ) -> Response:
     """Turns it already submitted go on. A schedule declared on an agent is refused (409):
     remove it from the agent's `schedules` and the workers delete it when they next start."""
-    row = await _owned(db, tenant, schedule_id)
-    _refuse_declared(row, "remove it from the agent's `schedules` (pause it to stop it meanwhile)")
-    await _temporal(
-        client,
-        delete_prompt_schedule(
-            client,
-            task_queue=settings.task_queue,
-            tenant_id=tenant,
-            schedule_id=row.id,
-        ),
+    await _answer(
+        lifecycle.delete(tenant, schedule_id),
+        declared_instead="remove it from the agent's `schedules` (pause it to stop it meanwhile)",
     )
-    await delete_schedule(db, tenant_id=tenant, schedule_id=row.id)
     return Response(status_code=204)

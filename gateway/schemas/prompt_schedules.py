@@ -1,4 +1,4 @@
-"""Scheduled prompts: a schedule's definition, its change, its backfill, and how it is shown."""
+"""Prompt schedules: a schedule's definition, its change, its backfill, and how it is shown."""
 
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -10,7 +10,7 @@ from pydantic.alias_generators import to_camel
 from gateway.errors import InvalidField
 from gateway.schemas.common import AGENT_PATTERN, SESSION_ID_PATTERN
 from perdure.domain.names import prompt_schedule_id
-from perdure.domain.schedules import (
+from perdure.domain.prompt_schedules import (
     MAX_CRON_CHARS,
     MAX_EVERY_SECONDS,
     MAX_PROMPT_CHARS,
@@ -18,8 +18,8 @@ from perdure.domain.schedules import (
     SCHEDULE_ID_PATTERN,
     Recurrence,
 )
+from storage.prompt_schedules import PromptScheduleDefinition, recurrence_of
 from storage.schedule_tables import PromptScheduleRow
-from storage.schedules import ScheduleDefinition, recurrence_of
 
 
 class _Wire(BaseModel):
@@ -28,6 +28,7 @@ class _Wire(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
 
+# `Schedule…` class names are the OpenAPI schemas' names, part of the public API: they stay.
 class ScheduleCreate(_Wire):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel)
 
@@ -105,7 +106,7 @@ class ScheduleChange(_Wire):
         _check_timezone(self.timezone)
         return self
 
-    def applied_to(self, current: ScheduleDefinition) -> ScheduleDefinition:
+    def applied_to(self, current: PromptScheduleDefinition) -> PromptScheduleDefinition:
         """`current` with this change; `InvalidField` when the result does not recur (a time
         zone for an interval schedule)."""
         given = self.model_fields_set
@@ -114,7 +115,7 @@ class ScheduleChange(_Wire):
             recurrence = _recurrence(self.cron, self.every_seconds, self.timezone)
         elif "timezone" in given:
             recurrence = _recurrence(recurrence.cron, recurrence.every_seconds, self.timezone)
-        return ScheduleDefinition(
+        return PromptScheduleDefinition(
             agent=self.agent or current.agent,
             session_id=self.session_id or current.session_id,
             prompt=self.prompt or current.prompt,

@@ -7,7 +7,7 @@ rate buckets), the gateway and `perdure tenants`, so each is validated the same 
 import re
 from dataclasses import dataclass
 
-from perdure.domain.schedules import TENANT_PATTERN
+from perdure.domain.prompt_schedules import TENANT_PATTERN
 
 AGENT_PATTERN = r"^[A-Za-z0-9_\-.]{1,200}$"
 """The agent names a request may give (as gateway/schemas.py)."""

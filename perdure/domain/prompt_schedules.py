@@ -1,4 +1,4 @@
-"""Scheduled prompts: when a schedule fires, and what one occurrence carries (pure, no I/O).
+"""Prompt schedules: when a schedule fires, and what one occurrence carries (pure, no I/O).
 
 Shared by the agent declarations (`perdure.PromptSchedule`), the REST API, the store and the
 workflow, so a schedule is validated the same way wherever it comes from.

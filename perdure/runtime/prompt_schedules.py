@@ -1,4 +1,4 @@
-"""Declared scheduled prompts (`Agent.schedules`), kept in step by every worker on start."""
+"""Declared prompt schedules (`Agent.schedules`), kept in step by every worker on start."""
 
 import logging
 
@@ -8,14 +8,14 @@ from perdure.agents_registry import AgentRegistry, served_concurrency
 from perdure.runtime.services import Services
 from perdure.schedules import PromptSchedule
 from perdure.turn_control.prompt_schedules import delete_prompt_schedule, ensure_prompt_schedule
-from storage.schedule_tables import PromptScheduleRow
-from storage.schedules import (
+from storage.prompt_schedules import (
     declared_by,
     delete_schedule,
     new_row,
     record_served_agents,
     upsert_declared,
 )
+from storage.schedule_tables import PromptScheduleRow
 
 log = logging.getLogger("perdure.schedules")
 

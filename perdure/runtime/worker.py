@@ -23,9 +23,9 @@ from activities.finish import FinishTurnActivity, TurnFinisher
 from activities.mcp_toolbox import McpToolbox, import_mcp_sdk
 from activities.model_step import ModelStepActivity
 from activities.parking import ParkTurnActivity, ResumeTurnActivity
+from activities.prompt_schedules import PromptScheduleActivity
 from activities.providers import import_adapters, provider_for
 from activities.reconcile import ReconcileActivity
-from activities.scheduled_prompt import ScheduledPromptActivity
 from activities.sub_agents import SubAgentActivities
 from activities.tool_call import ToolCallActivity
 from activities.turn_tools import ToolSources
@@ -37,7 +37,7 @@ from perdure.telemetry.log_context import LogContextInterceptor
 from perdure.turn_control.lifecycle import SubmissionLifecycle
 from workflows import ReconcilerWorkflow, TurnWorkflow
 from workflows.fiber import FiberWorkflow
-from workflows.scheduled_prompt import ScheduledPromptWorkflow
+from workflows.prompt_schedules import ScheduledPromptWorkflow
 
 log = logging.getLogger("perdure.worker")
 
@@ -161,7 +161,7 @@ def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[
             chunk_retention=services.settings.chunk_retention(),
             blobs=services.settings.workspace_blobs(),
         ).reconcile,
-        ScheduledPromptActivity(db=db, lifecycle=lifecycle, task_queue=task_queue).fire_schedule,
+        PromptScheduleActivity(db=db, lifecycle=lifecycle, task_queue=task_queue).fire_schedule,
     ]
 
 

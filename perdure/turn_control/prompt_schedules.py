@@ -1,6 +1,7 @@
-"""The Temporal Schedules of scheduled prompts: used by the gateway (REST) and the workers
-(declared schedules). One Temporal Schedule per stored schedule, id
-`domain.names.prompt_schedule_id`; each action starts a `ScheduledPromptWorkflow`."""
+"""The Temporal Schedules of prompt schedules: used by their lifecycle through the API
+(prompt_schedule_lifecycle.py) and by the workers (declared schedules). One Temporal Schedule
+per stored schedule, id `domain.names.prompt_schedule_id`; each action starts a
+`ScheduledPromptWorkflow`."""
 
 import asyncio
 from datetime import UTC, datetime, timedelta
@@ -25,10 +26,10 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from perdure.domain.names import SCHEDULED_PROMPT_WORKFLOW, prompt_schedule_id
-from perdure.domain.schedules import FireScheduleInput
+from perdure.domain.prompt_schedules import FireScheduleInput
 from perdure.turn_control.rpc import TRANSIENT_RPC_STATUSES
+from storage.prompt_schedules import recurrence_of
 from storage.schedule_tables import PromptScheduleRow
-from storage.schedules import recurrence_of
 
 MATCHING_TIMES_RETRY_PAUSES = (0.2, 0.5, 1.0)
 """Seconds before each further attempt of a read Temporal cancelled or timed out."""

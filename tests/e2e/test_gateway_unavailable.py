@@ -23,7 +23,7 @@ from perdure.runtime.temporal_dev import dev_server
 from perdure.testing.chat_client import chat_body, counting, key_of, read_stream, send, user_message
 from perdure.testing.stack import Stack, free_port, running_stack
 from storage.db import Database
-from storage.schedules import get_schedule
+from storage.prompt_schedules import get_schedule
 from storage.tables import MessageRow, SubmissionRow
 from tests.databases import database_url
 from tests.served import STACK_AGENTS

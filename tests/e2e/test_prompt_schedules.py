@@ -27,17 +27,17 @@ from temporalio.worker import Replayer
 
 from perdure.agents_registry import AgentRegistry, load_agents
 from perdure.domain.names import SCHEDULED_PROMPT_WORKFLOW, prompt_schedule_id, turn_workflow_id
-from perdure.domain.schedules import FireScheduleInput, FireScheduleResult
+from perdure.domain.prompt_schedules import FireScheduleInput, FireScheduleResult
 from perdure.domain.turn_priority import BACKGROUND_PRIORITY, INTERACTIVE_PRIORITY
 from perdure.runtime.prompt_schedules import declared_rows, sync_declared_schedules
 from perdure.testing.chat_client import send
 from perdure.testing.stack import Stack, running_stack
 from perdure.turn_control.prompt_schedules import CATCHUP_WINDOW
-from storage.schedules import ScheduleConflict
+from storage.prompt_schedules import PromptScheduleConflict
 from storage.tenant_policies import set_policy
 from tests.databases import database_url
-from tests.schedule_agents import DECLARED, Scheduler
-from workflows.scheduled_prompt import ScheduledPromptWorkflow
+from tests.prompt_schedule_agents import DECLARED, Scheduler
+from workflows.prompt_schedules import ScheduledPromptWorkflow
 
 WAIT_SECONDS = 30.0
 """The bound of every wait for something to happen (a turn answered, a workflow done)."""
@@ -57,7 +57,7 @@ async def stack(
             client=temporal_env.client,
             database_url=url,
             data_dir=directory,
-            agents="tests.schedule_agents",
+            agents="tests.prompt_schedule_agents",
         ) as running:
             yield running
 
@@ -1040,7 +1040,7 @@ async def test_a_worker_start_restores_a_declared_schedule_but_keeps_it_paused(
     await http.post(f"/v1/schedules/{DECLARED.id}/pause")
     await handle.update(hourly)
     try:
-        await sync_declared_schedules(stack.services, load_agents("tests.schedule_agents"))
+        await sync_declared_schedules(stack.services, load_agents("tests.prompt_schedule_agents"))
 
         description = await handle.describe()
         assert description.schedule.spec.intervals == []
@@ -1057,7 +1057,7 @@ async def test_a_worker_start_restores_a_declared_schedule_but_keeps_it_paused(
 async def test_workers_starting_together_make_one_declared_schedule(
     http: httpx.AsyncClient, stack: Stack
 ) -> None:
-    agents = load_agents("tests.schedule_agents")
+    agents = load_agents("tests.prompt_schedule_agents")
 
     await asyncio.gather(*(sync_declared_schedules(stack.services, agents) for _ in range(3)))
 
@@ -1083,7 +1083,7 @@ async def test_a_schedule_no_longer_declared_is_deleted_when_a_worker_starts(
                 prompt_schedule_id(stack.settings.task_queue, DECLARED.tenant_id, DECLARED.id)
             ).describe()
     finally:
-        await sync_declared_schedules(stack.services, load_agents("tests.schedule_agents"))
+        await sync_declared_schedules(stack.services, load_agents("tests.prompt_schedule_agents"))
     assert (await http.get(f"/v1/schedules/{DECLARED.id}")).status_code == 200
 
 
@@ -1096,7 +1096,7 @@ async def test_a_declared_id_already_taken_over_http_stops_the_worker_start(
     class Clashing(Scheduler):
         schedules = (DECLARED.model_copy(update={"id": schedule}),)
 
-    with pytest.raises(ScheduleConflict, match="created through the API"):
+    with pytest.raises(PromptScheduleConflict, match="created through the API"):
         await sync_declared_schedules(stack.services, AgentRegistry([Clashing()]))
     assert (await http.get(f"/v1/schedules/{schedule}")).json()["source"] == "api"
 

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from perdure import PromptSchedule
-from perdure.domain.schedules import Recurrence, occurrence_key, occurrence_message_id
+from perdure.domain.prompt_schedules import Recurrence, occurrence_key, occurrence_message_id
 
 
 def _declared(**timing: object) -> PromptSchedule:
