@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from pydantic_core import to_jsonable_python
-from storage.submissions import get_submission
 from temporalio.client import Client
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
@@ -31,6 +30,7 @@ from perdure.turn_control.fibers import start_fiber, wait_fiber_ended
 from storage.db import Database
 from storage.fiber_tables import FiberRow
 from storage.fibers import load_fiber
+from storage.submission_reads import get_submission
 
 
 def _at(seconds: float | None) -> datetime | None:

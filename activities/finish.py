@@ -1,6 +1,7 @@
 """The finish activity: close the log, store the answer, release the session, admit the next."""
 
 import logging
+from functools import partial
 
 from temporalio import activity
 
@@ -26,8 +27,8 @@ from storage.db import Database
 from storage.hygiene import trim_messages
 from storage.incidents import load_incident
 from storage.stops import Ending, decide_ending
-from storage.submissions import finish
 from storage.tables import SubmissionRow
+from storage.turn_end import Finished, TurnEnd
 
 log = logging.getLogger(__name__)
 
@@ -46,43 +47,60 @@ class TurnFinisher:
 
     async def finish(self, turn: FinishTurnInput, *, writer: LogWriter) -> FinishTurnResult:
         turn, recorded = await self._decided(turn)
-        message_id = turn.assistant_message_id
         agent = self._agents.resolve(turn.agent) if turn.agent in self._agents.names() else None
-        terminal_message = (agent.recovery if agent else RecoveryPolicy()).terminal_message
-        if turn.finish_reason == BUDGET and not turn.exhausted:
-            terminal_message = agent.budget_message if agent else Agent.budget_message
+        terminal_message = self._terminal_message(agent, turn)
         if turn.outcome == "skipped" and recorded is not None and recorded.error:
             turn = turn.model_copy(update={"error_text": recorded.error})
-        closed_turn = turn
-
-        def plan(logged: list[Chunk], usage: Usage | None) -> tuple[list[Chunk], Reduction]:
-            """Run on the whole log, inside the finish's transaction."""
-            closing = closing_chunks(logged, closed_turn, terminal_message, usage)
-            stored = reduce_chunks(logged + closing)
-            if not closed_turn.persist_partial:
-                stored.parts = settled_parts_only(stored.parts)
-            self._clean(stored, message_id)
-            return closing, stored
-
-        read = await read_chunks(self._db, message_id=message_id)
+        read = await read_chunks(self._db, message_id=turn.assistant_message_id)
         if turn.exhausted:
-            logged = [chunk for _, chunk in read]
-            if closing_chunks(logged, turn, terminal_message):
-                # Before the terminal answer is visible (docs/recovery.md). At least once: a
-                # crash between here and the commit below calls it again on the retry.
-                await self._exhausted(agent, turn, reduce_chunks(logged).text(), terminal_message)
-        finished = await finish(
-            self._db,
-            submission_id=turn.submission_id,
-            session_id=turn.session_id,
-            outcome="error" if turn.exhausted else turn.outcome,
-            read=read,
-            plan=plan,
-            error=turn.error_text,
-            writer=writer,
+            await self._exhausted(agent, turn, read, terminal_message)
+        outcome = "error" if turn.exhausted else turn.outcome
+        await self._lifecycle.finish(
+            TurnEnd(
+                submission_id=turn.submission_id,
+                session_id=turn.session_id,
+                outcome=outcome,
+                read=read,
+                plan=partial(self._closing_plan, turn, terminal_message),
+                error=turn.error_text,
+                writer=writer,
+            ),
+            before_next=partial(self._ended, turn, agent, recorded),
         )
-        following = finished.following
-        self._bus.publish(message_id)
+        return FinishTurnResult(outcome=outcome)
+
+    @staticmethod
+    def _terminal_message(agent: Agent | None, turn: FinishTurnInput) -> str:
+        """What an exhausted turn's answer ends with, or one that used its budget."""
+        if turn.finish_reason == BUDGET and not turn.exhausted:
+            return agent.budget_message if agent else Agent.budget_message
+        return (agent.recovery if agent else RecoveryPolicy()).terminal_message
+
+    def _closing_plan(
+        self,
+        turn: FinishTurnInput,
+        terminal_message: str,
+        logged: list[Chunk],
+        usage: Usage | None,
+    ) -> tuple[list[Chunk], Reduction]:
+        """Run on the whole log, inside the store's transaction that ends the turn."""
+        closing = closing_chunks(logged, turn, terminal_message, usage)
+        stored = reduce_chunks(logged + closing)
+        if not turn.persist_partial:
+            stored.parts = settled_parts_only(stored.parts)
+        self._clean(stored, turn.assistant_message_id)
+        return closing, stored
+
+    async def _ended(
+        self,
+        turn: FinishTurnInput,
+        agent: Agent | None,
+        recorded: SubmissionRow | None,
+        finished: Finished,
+    ) -> None:
+        """What the turn's end does before the next turn is told to run: announce the closed
+        log, count it, trim the session, run `on_turn_end`."""
+        self._bus.publish(turn.assistant_message_id)
         if finished.closed:  # this call ended the turn (a repeated finish changes nothing)
             ended = "exhausted" if turn.exhausted else turn.outcome
             metrics.turn_ended(ended)
@@ -96,7 +114,7 @@ class TurnFinisher:
                 tenant_id=recorded.tenant_id if recorded else "",
                 session_id=turn.session_id,
                 submission_id=turn.submission_id,
-                assistant_message_id=message_id,
+                assistant_message_id=turn.assistant_message_id,
                 agent=agent.name,
             )
             await run_hook(
@@ -104,9 +122,6 @@ class TurnFinisher:
                 lambda: agent.on_turn_end(context, turn.outcome),
                 limit=agent.hook_timeout.total_seconds(),
             )
-        if following is not None:
-            await self._lifecycle.admit(following)
-        return FinishTurnResult(outcome="error" if turn.exhausted else turn.outcome)
 
     async def _decided(self, turn: FinishTurnInput) -> tuple[FinishTurnInput, SubmissionRow | None]:
         """The turn as the store decides it ends (a recorded stop wins over what the workflow
@@ -140,8 +155,18 @@ class TurnFinisher:
         stored.parts, stored.metadata = clean.parts, clean.metadata
 
     async def _exhausted(
-        self, agent: Agent | None, turn: FinishTurnInput, partial_text: str, terminal_message: str
+        self,
+        agent: Agent | None,
+        turn: FinishTurnInput,
+        read: list[tuple[int, Chunk]],
+        terminal_message: str,
     ) -> None:
+        """Before the terminal answer is visible (docs/recovery.md), when this finish writes it.
+        At least once: a crash between here and the store's commit calls it again on the
+        retry."""
+        logged = [chunk for _, chunk in read]
+        if not closing_chunks(logged, turn, terminal_message):
+            return
         incident = await load_incident(self._db, submission_id=turn.submission_id)
         reason = turn.error_text or "recovery exhausted"
         await emit(
@@ -159,7 +184,7 @@ class TurnFinisher:
             stream_id=turn.assistant_message_id,
             session_id=turn.session_id,
             reason=reason,
-            partial_text=partial_text,
+            partial_text=reduce_chunks(logged).text(),
             terminal_message=terminal_message,
         )
         await run_hook(

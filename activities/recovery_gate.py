@@ -40,11 +40,12 @@ from perdure.domain.ui import Chunk, UIMessage
 from perdure.recovery import ChatRecoveryContext, RecoveryBootContext, RecoveryOptions
 from perdure.telemetry import metrics
 from perdure.turn_control.lifecycle import SubmissionLifecycle
+from storage.admission import apply_recovery_plan, queued_after
 from storage.db import Database
 from storage.incidents import load_incident, save_incident
-from storage.submissions import apply_recovery_plan, queued_after, save_boot_history
 from storage.tables import SubmissionRow
 from storage.timing import now
+from storage.turn_keep import save_boot_history
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from perdure.runtime.temporal_setup import SETUP_COMMAND, search_attributes_miss
 from perdure.turn_control.fair_gate import IntakeBusy
 from perdure.turn_control.rpc import TRANSIENT_RPC_STATUSES
 from storage.branches import MessageNotFound, SessionExists
-from storage.concurrency import SessionBusy
+from storage.busy_session import SessionBusy
 from storage.errors import (
     BlobMissing,
     FileNotFound,
@@ -190,6 +190,14 @@ def validation_response(errors: Sequence[Any]) -> JSONResponse:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    """Every failure a route lets out answers in the error shape: the API's own refusals and
+    the framework's, the store's refusals by kind, and an unreachable store or Temporal."""
+    _install_request_handlers(app)
+    _install_store_refusals(app)
+    _install_dependency_failures(app)
+
+
+def _install_request_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, error: ApiError) -> JSONResponse:
         return response_for(error)
@@ -215,6 +223,8 @@ def install_error_handlers(app: FastAPI) -> None:
             unavailable("intake_busy", f"the gateway is busy with other submissions: {error}")
         )
 
+
+def _install_store_refusals(app: FastAPI) -> None:
     @app.exception_handler(BlobMissing)
     async def _no_blob(_: Request, error: StoreError) -> JSONResponse:
         # A volume not mounted yet, say: retrying may find it.
@@ -245,6 +255,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SessionExists)
     async def _conflict(_: Request, error: StoreError) -> JSONResponse:
         return error_response(409, error.code, str(error))
+
+
+def _install_dependency_failures(app: FastAPI) -> None:
+    """The store or Temporal failing: a 503 when it is unreachable (`response_for`)."""
 
     @app.exception_handler(sa_exc.SQLAlchemyError)
     async def _store(request: Request, error: sa_exc.SQLAlchemyError) -> JSONResponse:

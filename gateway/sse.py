@@ -20,7 +20,7 @@ from perdure.telemetry.metrics import RelayMeter
 from storage.chunks import log_closed, read_chunks, read_log
 from storage.db import Database
 from storage.log_watch import LogWatcher
-from storage.submissions import get_submission
+from storage.submission_reads import get_submission
 
 KEEP_ALIVE_SECONDS = 15.0
 MAX_SEQ = 2**31 - 1

@@ -3,7 +3,7 @@
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.concurrency import SessionBusy
+from storage.busy_session import SessionBusy
 from storage.db import Database
 from storage.errors import StoreError
 from storage.session_keys import session_key

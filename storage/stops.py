@@ -13,7 +13,7 @@ from typing import Literal
 from sqlmodel import Session, col, select
 
 from storage.db import Database
-from storage.submissions import ACTIVE, locked_submission
+from storage.submission_locks import ACTIVE, locked_submission
 from storage.tables import ChatSessionRow, SubmissionRow
 from storage.timing import now
 
@@ -97,13 +97,3 @@ async def decide_ending(db: Database, *, submission_id: str, proposed: Ending) -
         return Decided(ending, row)
 
     return await db.transact(decide)
-
-
-def answered_status(record: StopRecord) -> str | None:
-    """The status a stop's answer shows: the submission's as the stop found it, or, once it
-    has ended, how (an exhausted turn ended `error`)."""
-    row = record.submission
-    if row is None:
-        return None
-    status = row.status if record.verdict == "stopped" else (row.ending or row.status)
-    return "error" if status == "exhausted" else status

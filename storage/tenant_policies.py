@@ -36,7 +36,7 @@ KEEP = object()
 @dataclass(frozen=True)
 class TenantLimits:
     """What a new submission of a tenant must pass, checked in the transaction that records it
-    (storage/submissions.py), so a refusal leaves nothing written."""
+    (storage/intake.py), so a refusal leaves nothing written."""
 
     tenant_id: str
     allowed_agents: frozenset[str] | None = None

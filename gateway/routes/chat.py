@@ -25,6 +25,7 @@ from gateway.intake import check_encoding, checked_user_message
 from gateway.schemas.chat import ChatRequest, StopResult
 from gateway.schemas.submissions import SUBMISSION_ID_PATTERN
 from gateway.sse import MAX_SEQ, Cursor, cursor_from, stream_response
+from gateway.stop_answers import answered_status
 from gateway.waits import record_answers
 from perdure.domain.reducer import reduce_chunks
 from perdure.domain.ui import UIMessage
@@ -35,8 +36,8 @@ from storage.chunks import load_log
 from storage.db import Database
 from storage.log_watch import LogWatcher
 from storage.messages import active_path, stored_message
-from storage.stops import answered_status
-from storage.submissions import SubmissionOptions, stream_target, submission_of_answer
+from storage.submission_options import SubmissionOptions
+from storage.submission_reads import stream_target, submission_of_answer
 from storage.tables import SubmissionRow
 from storage.tool_waits import client_calls_of
 

@@ -32,12 +32,12 @@ from gateway.schemas.submissions import (
     SubmissionStatus,
 )
 from gateway.sse import MAX_SEQ, cursor_from, stream_response
+from gateway.stop_answers import answered_status
 from perdure.domain.ui import UIMessage
 from perdure.runtime.settings import Settings
 from perdure.turn_control.client import wait_turn_ended
 from perdure.turn_control.lifecycle import NewSubmission
 from storage.db import Database
-from storage.stops import answered_status
 from storage.submission_ledger import (
     ENDED,
     clear_session,
@@ -45,7 +45,8 @@ from storage.submission_ledger import (
     list_submissions,
     owned_submission,
 )
-from storage.submissions import SubmissionOptions, get_submission
+from storage.submission_options import SubmissionOptions
+from storage.submission_reads import get_submission
 from storage.tables import ChatSessionRow, SubmissionRow
 
 router = APIRouter(prefix="/v1/sessions", tags=["submissions"])

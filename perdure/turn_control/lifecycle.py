@@ -5,12 +5,14 @@ or a cleared session skips queued ones, the reconciler starts a forgotten one).
 The store decides, Temporal is told after: `submit` records the submission and what the
 session's concurrency strategy makes of it (stop the running turn, skip queued ones) in one
 transaction, then starts its turn and carries those effects out; a turn that cannot be started
-has its submission withdrawn, so nothing stays half-written.
+has its submission withdrawn, so nothing stays half-written. `finish` ends a turn in one
+transaction (its log closed, its answer stored, its session released, the next submission
+admitted), then tells the admitted turn to run; a withdrawal admits the next the same way.
 """
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol, TypeVar
@@ -27,15 +29,13 @@ from perdure.turn_control.fair_gate import (
 )
 from storage.bus import ChunkBus
 from storage.db import Database
+from storage.intake import SubmitOutcome, submit
 from storage.stops import StopRecord, record_stop
-from storage.submissions import (
-    ACTIVE,
-    SubmissionOptions,
-    SubmitOutcome,
-    submit,
-    withdraw_submission,
-)
+from storage.submission_locks import ACTIVE
+from storage.submission_options import SubmissionOptions
 from storage.tables import SubmissionRow
+from storage.turn_end import Finished, TurnEnd, end_turn
+from storage.withdrawal import withdraw_submission
 
 log = logging.getLogger("perdure.lifecycle")
 
@@ -147,6 +147,19 @@ class SubmissionLifecycle:
     async def admit(self, submission: SubmissionRow, *, patient: bool = False) -> None:
         """Tell the admitted submission's turn to run (starting its workflow if need be)."""
         await self._signal(submission, ADMIT_SIGNAL, patient=patient)
+
+    async def finish(
+        self, end: TurnEnd, *, before_next: Callable[[Finished], Awaitable[None]]
+    ) -> Finished:
+        """End the turn in the store (close its log, store its answer, release its session and
+        admit the next, in one transaction), run `before_next` (what the turn's end does before
+        the next turn may run), then tell the admitted turn to run. Idempotent: repeated after
+        a crash, it changes nothing in the store and signals the same next turn again."""
+        finished = await end_turn(self._db, end)
+        await before_next(finished)
+        if finished.following is not None:
+            await self.admit(finished.following)
+        return finished
 
     async def skip(self, submissions: Sequence[SubmissionRow]) -> None:
         """Let the turns of submissions the store ended `skipped` end without running; their

@@ -17,8 +17,8 @@ from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.bus import ChunkBus
 from storage.chunks import LogWriter, append_chunks, load_log, read_chunks
 from storage.db import Database
+from storage.intake import submit
 from storage.messages import stored_message
-from storage.submissions import submit
 
 STEP = LogWriter(key="activity:1", attempt=1)
 

@@ -11,10 +11,11 @@ from perdure.domain.ui import UIMessage
 from perdure.testing.chat_client import key_of, send
 from perdure.testing.stack import Stack
 from storage.db import Database
+from storage.intake import SubmitOutcome, submit
 from storage.sessions import delete_session
-from storage.submissions import SubmitOutcome, submit, withdraw_submission
 from storage.tables import ChatSessionRow, ChunkRow, MessageRow, SubmissionRow
 from storage.timing import now
+from storage.withdrawal import withdraw_submission
 
 
 def new_session() -> str:

@@ -22,7 +22,7 @@ from storage.chunks import (
 )
 from storage.db import Database
 from storage.log_appender import LogAppender
-from storage.submissions import get_submission
+from storage.submission_reads import get_submission
 from storage.tables import SubmissionRow
 from storage.timing import now
 

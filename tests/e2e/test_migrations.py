@@ -11,11 +11,11 @@ from sqlalchemy.exc import IntegrityError
 
 from perdure.domain.ui import UIMessage
 from storage.db import Database
+from storage.intake import submit
 from storage.messages import active_path
 from storage.migrate import migrate
 from storage.session_keys import session_key
 from storage.sessions import get_session, list_sessions
-from storage.submissions import submit
 from storage.tables import ChatSessionRow, MessageRow
 from storage.urls import sync_url
 from tests.databases import database_url

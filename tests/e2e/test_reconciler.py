@@ -13,8 +13,8 @@ from perdure.domain.ui import UIMessage
 from perdure.runtime.reconciler_schedule import RECONCILE_EVERY, ensure_reconciler_schedule
 from perdure.testing.chat_client import counting, key_of, read_stream, send, user_message
 from perdure.testing.stack import Stack
+from storage.intake import submit
 from storage.stops import record_stop
-from storage.submissions import submit
 from storage.tables import ChatSessionRow
 from tests.e2e.test_chat_turn import new_session, wait_for_text, wait_idle
 

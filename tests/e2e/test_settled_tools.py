@@ -18,7 +18,7 @@ from perdure.testing.chat_client import user_message
 from storage.bus import ChunkBus
 from storage.chunks import LogWriter, append_chunks, load_log
 from storage.db import Database
-from storage.submissions import submit
+from storage.intake import submit
 
 TOOL_ACTIVITY_ID = "2"
 

@@ -24,7 +24,7 @@ from storage.chunks import LogWriter
 from storage.db import Database
 from storage.log_appender import LogAppender
 from storage.socket_bus import SocketBus, bus_directory
-from storage.submissions import SubmissionOptions
+from storage.submission_options import SubmissionOptions
 from tests.e2e.test_log_watch import watching
 
 HEARD_WITHIN = 5.0

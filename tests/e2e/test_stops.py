@@ -11,8 +11,9 @@ from perdure.domain.ui import UIMessage
 from perdure.testing.chat_client import Streamed, chat_body, key_of, send, user_message
 from perdure.testing.stack import Stack
 from storage.db import Database
+from storage.intake import submit
 from storage.stops import decide_ending, record_stop
-from storage.submissions import get_submission, submit
+from storage.submission_reads import get_submission
 from storage.tables import ChatSessionRow
 from tests.e2e.test_chat_turn import wait_for_text, wait_idle
 from tests.fakeprovider_fixtures import FakeProvider

@@ -8,9 +8,11 @@ import pytest
 
 from perdure.domain.ui import UIMessage
 from perdure.testing.chat_client import key_of
+from storage.admission import apply_recovery_plan, queued_after
 from storage.chunks import LogWriter, load_log
 from storage.db import Database
-from storage.submissions import apply_recovery_plan, get_submission, queued_after, submit
+from storage.intake import submit
+from storage.submission_reads import get_submission
 from storage.tables import SubmissionRow
 
 
@@ -37,7 +39,7 @@ async def test_the_queue_keeps_arrival_order_when_a_gateways_clock_runs_behind(
 ) -> None:
     session = f"s-{uuid.uuid4().hex[:8]}"
     clock = iter([1000.0, 999.0, 998.0])  # each gateway that takes the next request is behind
-    monkeypatch.setattr("storage.submissions.now", lambda: next(clock))
+    monkeypatch.setattr("storage.intake.now", lambda: next(clock))
 
     running = await submit_text(store, session, "first")
     second = await submit_text(store, session, "second")

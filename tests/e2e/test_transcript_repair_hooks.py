@@ -11,7 +11,7 @@ from perdure.domain.ui import Chunk, UIMessage
 from perdure.testing.chat_client import user_message
 from storage.db import Database
 from storage.events import list_events
-from storage.submissions import submit
+from storage.intake import submit
 
 INTERRUPTED: list[Chunk] = [
     {"type": "start", "messageId": "msg_repair"},
