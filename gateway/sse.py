@@ -222,33 +222,15 @@ async def stream_response(
     if read.pruned:
         if cursor is not None and after == read.last_seq:
             return _response(_done(), submission_id)  # the client has seen all of it
-        raise ApiError(
-            410,
-            "answer_pruned",
-            "This answer's stream is no longer kept (closed chunk logs are deleted after "
-            "PERDURE_CHUNK_RETENTION_HOURS); the answer itself is in the session's messages.",
-            submissionId=submission_id,
-        )
+        raise _pruned(submission_id)
     rows = read.rows
     if cursor is not None and not rows and after >= 0:
-        at_cursor = await read_chunks(db, message_id=message_id, after=after - 1)
-        if not at_cursor:  # seqs run 0, 1, 2…: no row at `after` means it is past the end
-            if cursor.submission_id == submission_id:
-                raise ApiError(
-                    400, "bad_cursor", f"Last-Event-ID is past the end of the answer ({after})"
-                )
-            after = -1
-            rows = await read_chunks(db, message_id=message_id, after=after)
-        elif at_cursor[0][1].get("type") in TERMINAL_CHUNK_TYPES:
-            if not is_park(at_cursor[0][1]):
-                return _response(_done(), submission_id)
-            # After a park the client waits for the continuation, which this stream follows.
-            # A log closed by now was closed with its ending (a stop while parked), possibly
-            # after the first read: read again, or the client would miss that ending.
-            if await log_closed(db, message_id=message_id):
-                rows = await read_chunks(db, message_id=message_id, after=after)
-                if not rows:
-                    return _response(_done(), submission_id)
+        resumed = await _resumed_past_the_read(
+            db, message_id=message_id, submission_id=submission_id, cursor=cursor, after=after
+        )
+        if resumed is None:
+            return _response(_done(), submission_id)
+        after, rows = resumed
     meter = RelayMeter(accepted_at)
     events = relay(
         db,
@@ -260,6 +242,41 @@ async def stream_response(
         meter=meter,
     )
     return _response(_metered(events if rows else _opened(events), meter), submission_id)
+
+
+def _pruned(submission_id: str) -> ApiError:
+    return ApiError(
+        410,
+        "answer_pruned",
+        "This answer's stream is no longer kept (closed chunk logs are deleted after "
+        "PERDURE_CHUNK_RETENTION_HOURS); the answer itself is in the session's messages.",
+        submissionId=submission_id,
+    )
+
+
+async def _resumed_past_the_read(
+    db: Database, *, message_id: str, submission_id: str, cursor: Cursor, after: int
+) -> tuple[int, list[tuple[int, Chunk]]] | None:
+    """Where a cursor that found no chunk after it resumes: the seq to follow from and the
+    chunks already there; None when the client has seen the whole answer (just `[DONE]`)."""
+    at_cursor = await read_chunks(db, message_id=message_id, after=after - 1)
+    if not at_cursor:  # seqs run 0, 1, 2…: no row at `after` means it is past the end
+        if cursor.submission_id == submission_id:
+            raise ApiError(
+                400, "bad_cursor", f"Last-Event-ID is past the end of the answer ({after})"
+            )
+        return -1, await read_chunks(db, message_id=message_id, after=-1)
+    if at_cursor[0][1].get("type") not in TERMINAL_CHUNK_TYPES:
+        return after, []
+    if not is_park(at_cursor[0][1]):
+        return None
+    # After a park the client waits for the continuation, which this stream follows. A log
+    # closed by now was closed with its ending (a stop while parked), possibly after the
+    # first read: read again, or the client would miss that ending.
+    if not await log_closed(db, message_id=message_id):
+        return after, []
+    rows = await read_chunks(db, message_id=message_id, after=after)
+    return (after, rows) if rows else None
 
 
 def _response(events: AsyncIterator[bytes], submission_id: str) -> EventSourceResponse:

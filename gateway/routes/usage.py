@@ -81,15 +81,7 @@ async def get_usage(
 ) -> UsageReport:
     try:
         groups = _groups(group_by)
-        until = _moment(end, datetime.now(UTC))
-        try:
-            since = _moment(start, until - DEFAULT_RANGE)
-        except OverflowError:
-            raise InvalidField("query.end", "too early for a range of its own") from None
-        if until <= since:
-            raise InvalidField("query.end", "must be after start")
-        if until - since > MAX_RANGE:
-            raise InvalidField("query.start", f"the range is at most {MAX_RANGE.days} days")
+        since, until = _period(start, end)
     except InvalidField as error:
         raise invalid_request(error) from None
     prices = settings.prices
@@ -105,6 +97,33 @@ async def get_usage(
         )
     except ReportTooLarge as error:
         raise ApiError(422, "report_too_large", str(error)) from None
+    return _report(tenant, since, until, groups, found, prices)
+
+
+def _period(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
+    """The range asked for, in UTC, with its defaults; `InvalidField` when it is empty or
+    longer than `MAX_RANGE`."""
+    until = _moment(end, datetime.now(UTC))
+    try:
+        since = _moment(start, until - DEFAULT_RANGE)
+    except OverflowError:
+        raise InvalidField("query.end", "too early for a range of its own") from None
+    if until <= since:
+        raise InvalidField("query.end", "must be after start")
+    if until - since > MAX_RANGE:
+        raise InvalidField("query.start", f"the range is at most {MAX_RANGE.days} days")
+    return since, until
+
+
+def _report(
+    tenant: str,
+    since: datetime,
+    until: datetime,
+    groups: tuple[str, ...],
+    found: list[UsageGroup],
+    prices: PriceTable | None,
+) -> UsageReport:
+    """The stored groups folded into those asked for, each priced when prices are known."""
     rows: dict[tuple[str | None, ...], _Sum] = {}
     total, unpriced = _Sum(), set[str]()
     for group in found:
