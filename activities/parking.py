@@ -85,7 +85,7 @@ def _request(
 
 
 @dataclass(kw_only=True, eq=False)
-class ParkAgentActivity(AgentActivity):
+class ParkTurnActivity(AgentActivity):
     """`perdure.park_turn`: end the stream for now and record the waits, in one transaction."""
 
     bus: ChunkBus
@@ -160,7 +160,7 @@ def _settling(row: ToolWaitRow, part: dict[str, Any], agent: Agent) -> Chunk | N
 
 
 @dataclass(kw_only=True, eq=False)
-class ResumeAgentActivity(AgentActivity):
+class ResumeTurnActivity(AgentActivity):
     """`perdure.resume_turn`: open the message again and settle what the answers settle."""
 
     bus: ChunkBus
