@@ -227,9 +227,7 @@ class ModelStepActivity(AgentActivity):
         start: RecoveryStart | None = None
         if run.recovering:
             try:
-                start = await self._recovery.begin(
-                    agent, step, run.submission, steplog.chunks, steplog.reduction, run.inputs.path
-                )
+                start = await self._recovery.begin(run)
             except ApplicationError:
                 await cancel_at_provider(run.provider, run.submission.provider_cursor)
                 raise

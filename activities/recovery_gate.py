@@ -13,14 +13,16 @@ from temporalio.exceptions import ApplicationError
 
 from activities._support import call_hook, current_writer
 from activities.events import emit
+from activities.step_run import StepRun
 from perdure.agent import Agent
 from perdure.domain.names import (
     RECOVERY_EXHAUSTED,
     RECOVERY_SKIPPED,
 )
-from perdure.domain.payloads import ModelStepInput
 from perdure.domain.recovery import (
     Incident,
+    IncidentDecision,
+    RecoveryKind,
     aborted_by_predicate,
     evaluate_incident,
     progress_of,
@@ -35,7 +37,6 @@ from perdure.domain.recovery_boot import (
     synthesized_results,
     unanswered_calls,
 )
-from perdure.domain.reducer import Reduction
 from perdure.domain.ui import Chunk, UIMessage
 from perdure.recovery import ChatRecoveryContext, RecoveryBootContext, RecoveryOptions
 from perdure.telemetry import metrics
@@ -79,48 +80,20 @@ class RecoveryGate:
         self._db = db
         self._lifecycle = lifecycle
 
-    async def begin(
-        self,
-        agent: Agent,
-        step: ModelStepInput,
-        submission: SubmissionRow,
-        logged: list[Chunk],
-        reduction: Reduction,
-        history: list[UIMessage],
-    ) -> RecoveryStart:
-        """`history`: the active path after its newest summary, as the model step read it
-        (a long chat's whole path would be megabytes per message, read for nothing)."""
-        policy = agent.recovery
-        kind = recovery_kind(reduction)
-        decision = evaluate_incident(
-            await load_incident(self._db, submission_id=submission.id),
-            incident_id=f"{submission.id}:{submission.user_message_id}",
-            kind=kind,
-            progress=progress_of(logged),
-            now=now(),
-            policy=policy,
-            turn_started_at=turn_started_at(submission),
-        )
-        context = self._context(step, submission, reduction, history, decision.incident, agent)
-        if not decision.detected and decision.exhausted in (None, "max_attempts_exceeded"):
-            if not await self._keep_recovering(agent, context):
-                decision = aborted_by_predicate(decision)
+    async def begin(self, run: StepRun) -> RecoveryStart:
+        """Count the incident, then let the agent stop the recovery or change what the model
+        is shown. `run.inputs.path` is the active path after its newest summary, as the model
+        step read it (a long chat's whole path would be megabytes per message, read for
+        nothing)."""
+        policy = run.agent.recovery
+        kind = recovery_kind(run.steplog.reduction)
+        decision = await self._decided(run, kind)
         incident = decision.incident
-        await save_incident(
-            self._db,
-            submission_id=submission.id,
-            session_id=submission.session_id,
-            incident=incident,
-        )
-        ids = {"session_id": submission.session_id, "submission_id": submission.id}
+        await self._save(run.submission, incident)
         if decision.detected:
             metrics.recovery(kind, "detected")
-            await emit(
-                self._db,
-                **ids,
-                type="chat.recovery.detected",
-                incidentId=incident.incident_id,
-                kind=kind,
+            await self._emit(
+                run, "chat.recovery.detected", incidentId=incident.incident_id, kind=kind
             )
         if decision.exhausted is not None:
             metrics.recovery(kind, "exhausted")
@@ -131,39 +104,72 @@ class RecoveryGate:
                 type=RECOVERY_EXHAUSTED,
                 non_retryable=True,
             )
-        await emit(
-            self._db,
-            **ids,
-            type="chat.recovery.attempt",
+        await self._emit(
+            run,
+            "chat.recovery.attempt",
             incidentId=incident.incident_id,
             attempt=incident.attempt,
             maxAttempts=policy.max_attempts,
             kind=kind,
         )
         metrics.recovery_attempt(kind)
-        options = await self._ask(agent, context)
+        options = await self._ask(run.agent, self._context(run, incident))
         if not options.continue_:
-            skipped = incident.model_copy(
-                update={"status": "skipped", "reason": "continue_disabled"}
-            )
-            await save_incident(
-                self._db,
-                submission_id=submission.id,
-                session_id=submission.session_id,
-                incident=skipped,
-            )
-            await emit(self._db, **ids, type="chat.recovery.skipped", reason="continue_disabled")
-            metrics.recovery(kind, "skipped")
-            raise ApplicationError(
-                "recovery skipped: on_chat_recovery returned continue_=False",
-                {"persist": options.persist},
-                type=RECOVERY_SKIPPED,
-                non_retryable=True,
-            )
-        boot = await self._boot(agent, submission, history, reduction, step)
+            await self._skip(run, incident, options)
         return RecoveryStart(
             notice=recovery_notice(incident, max_attempts=policy.max_attempts, action=kind),
-            boot=boot,
+            boot=await self._boot(run),
+        )
+
+    async def _decided(self, run: StepRun, kind: RecoveryKind) -> IncidentDecision:
+        """The incident after this attempt, as the policy and `should_keep_recovering` judge."""
+        submission = run.submission
+        decision = evaluate_incident(
+            await load_incident(self._db, submission_id=submission.id),
+            incident_id=f"{submission.id}:{submission.user_message_id}",
+            kind=kind,
+            progress=progress_of(run.steplog.chunks),
+            now=now(),
+            policy=run.agent.recovery,
+            turn_started_at=turn_started_at(submission),
+        )
+        if not decision.detected and decision.exhausted in (None, "max_attempts_exceeded"):
+            context = self._context(run, decision.incident)
+            if not await self._keep_recovering(run.agent, context):
+                return aborted_by_predicate(decision)
+        return decision
+
+    async def _skip(self, run: StepRun, incident: Incident, options: RecoveryOptions) -> None:
+        """`on_chat_recovery` declined: record it and end the turn."""
+        await self._save(
+            run.submission,
+            incident.model_copy(update={"status": "skipped", "reason": "continue_disabled"}),
+        )
+        await self._emit(run, "chat.recovery.skipped", reason="continue_disabled")
+        metrics.recovery(incident.kind, "skipped")
+        raise ApplicationError(
+            "recovery skipped: on_chat_recovery returned continue_=False",
+            {"persist": options.persist},
+            type=RECOVERY_SKIPPED,
+            non_retryable=True,
+        )
+
+    async def _save(self, submission: SubmissionRow, incident: Incident) -> None:
+        await save_incident(
+            self._db,
+            submission_id=submission.id,
+            session_id=submission.session_id,
+            incident=incident,
+        )
+
+    async def _emit(self, run: StepRun, type: str, **data: object) -> None:
+        submission = run.submission
+        await emit(
+            self._db,
+            session_id=submission.session_id,
+            submission_id=submission.id,
+            type=type,
+            **data,
         )
 
     async def completed(self, submission: SubmissionRow) -> None:
@@ -199,26 +205,20 @@ class RecoveryGate:
             return RecoveryOptions()
 
     @staticmethod
-    def _context(
-        step: ModelStepInput,
-        submission: SubmissionRow,
-        reduction: Reduction,
-        history: list[UIMessage],
-        incident: Incident,
-        agent: Agent,
-    ) -> ChatRecoveryContext:
+    def _context(run: StepRun, incident: Incident) -> ChatRecoveryContext:
+        submission, reduction = run.submission, run.steplog.reduction
         return ChatRecoveryContext(
             incident_id=incident.incident_id,
             attempt=incident.attempt,
-            max_attempts=agent.recovery.max_attempts,
+            max_attempts=run.agent.recovery.max_attempts,
             kind=incident.kind,
-            stream_id=step.assistant_message_id,
+            stream_id=run.step.assistant_message_id,
             request_id=submission.id,
             session_id=submission.session_id,
             partial_text=reduction.text(),
             partial_parts=[dict(part) for part in reduction.parts],
             recovery_data=submission.stash,
-            messages=history,
+            messages=run.inputs.path,
             last_body=dict(submission.user_message),
             created_at=datetime.fromtimestamp(turn_started_at(submission), UTC),
             incident_seen_at=datetime.fromtimestamp(incident.first_seen_at, UTC),
@@ -238,24 +238,12 @@ class RecoveryGate:
             log.exception("should_keep_recovering failed; recovering")
             return True
 
-    async def _boot(
-        self,
-        agent: Agent,
-        submission: SubmissionRow,
-        history: list[UIMessage],
-        reduction: Reduction,
-        step: ModelStepInput,
-    ) -> BootDecision:
+    async def _boot(self, run: StepRun) -> BootDecision:
         """Trigger.dev's recovery boot: asked when there is a partial to go on from or
         follow-ups queued behind the turn."""
+        submission, history = run.submission, run.inputs.path
         queued = await queued_after(self._db, session_id=submission.session_id)
-        partial = (
-            UIMessage.model_validate(
-                {"id": step.assistant_message_id, "role": "assistant", "parts": reduction.parts}
-            )
-            if reduction.parts
-            else None
-        )
+        partial = _partial(run)
         if not history or (not queued and partial is None):
             return BootDecision()
         follow_ups = [
@@ -263,7 +251,6 @@ class RecoveryGate:
             for q in queued
         ]
         default = default_boot(history[:-1], history[-1], partial, follow_ups)
-        pending = unanswered_calls(reduction)
         context = RecoveryBootContext(
             session_id=submission.session_id,
             request_id=submission.id,
@@ -272,34 +259,45 @@ class RecoveryGate:
             in_flight_user=history[-1],
             partial=partial,
             queued=follow_ups,
-            pending_tool_calls=pending,
+            pending_tool_calls=unanswered_calls(run.steplog.reduction),
         )
+        plan = await self._boot_plan(run.agent, context)
+        if queued:
+            await self._apply_follow_ups(submission, queued, follow_ups, plan)
+        if plan.chain == default.chain:
+            return BootDecision()
+        return await self._planned(run, plan.chain, partial)
+
+    @staticmethod
+    async def _boot_plan(agent: Agent, context: RecoveryBootContext) -> RecoveryBoot:
         try:
-            plan = await call_hook(
+            return await call_hook(
                 "on_recovery_boot",
                 lambda: agent.on_recovery_boot(context),
                 limit=agent.hook_timeout.total_seconds(),
             )
         except Exception:
             log.exception("on_recovery_boot failed; using the default chain")
-            plan = default
-        if queued:
-            await self._apply_follow_ups(submission, queued, follow_ups, plan)
-        if plan.chain == default.chain:
-            return BootDecision()
-        chain = plan.chain
-        planned_partial = chain[-1] if chain and chain[-1].id == step.assistant_message_id else None
-        before = [m for m in chain if m.id != step.assistant_message_id]
+            return context.default
+
+    async def _planned(
+        self, run: StepRun, chain: list[UIMessage], partial: UIMessage | None
+    ) -> BootDecision:
+        """What a plan other than the default changes: the history (kept for the rest of the
+        turn), the partial, the results of its pending calls."""
+        message_id, history = run.step.assistant_message_id, run.inputs.path
+        planned_partial = chain[-1] if chain and chain[-1].id == message_id else None
+        before = [m for m in chain if m.id != message_id]
         if before != history and not await save_boot_history(
             self._db,
-            submission_id=submission.id,
+            submission_id=run.submission.id,
             messages=[m.model_dump(mode="json") for m in before],
         ):
             log.warning("recovery boot history too large to keep: this model call only")
         return BootDecision(
             history=None if before == history else before,
             drop_partial=partial is not None and planned_partial is None,
-            tool_results=synthesized_results(reduction, planned_partial),
+            tool_results=synthesized_results(run.steplog.reduction, planned_partial),
         )
 
     async def _apply_follow_ups(
@@ -320,3 +318,13 @@ class RecoveryGate:
         )
         # Already `skipped` in the store; the signals just let their workflows end.
         await self._lifecycle.skip([row for row in queued if row.id in skipped])
+
+
+def _partial(run: StepRun) -> UIMessage | None:
+    """The interrupted answer so far, as a message; None when nothing of it was streamed."""
+    parts = run.steplog.reduction.parts
+    if not parts:
+        return None
+    return UIMessage.model_validate(
+        {"id": run.step.assistant_message_id, "role": "assistant", "parts": parts}
+    )
