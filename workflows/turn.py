@@ -3,6 +3,7 @@
 import asyncio
 import contextlib
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -50,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
         TurnResult,
         WaitRef,
     )
-    from perdure.domain.turn_labels import STATUS, TurnStatus, search_attributes
+    from perdure.domain.turn_labels import STATUS, TurnLabels, TurnStatus, search_attributes
     from perdure.domain.usage import BUDGET
     from workflows import _policies as policies
 
@@ -341,13 +342,34 @@ class TurnWorkflow:
         child = started.child
         if child is None:
             return
-        labels = started.labels  # None when recorded before turns had them
+        handle = await self._start_child(call, child, started.labels)
+        relay = RelaySubTurnInput(
+            call=sub_call,
+            child_submission_id=child.submission_id,
+            child_message_id=child.assistant_message_id,
+        )
+        try:
+            await self._follow_child(relay, handle)
+            await handle
+        except BaseException:
+            # A stop reaches here as the relay's cancellation (an ActivityError), or as a
+            # CancelledError while awaiting the child (which cancels it already).
+            if not handle.done():
+                handle.cancel()
+                with contextlib.suppress(BaseException):
+                    await handle  # the child ends (aborted) before this turn settles the call
+            raise
+
+    async def _start_child(
+        self, call: ToolCallRef, child: TurnInput, labels: TurnLabels | None
+    ) -> workflow.ChildWorkflowHandle[Any, TurnResult]:
+        """`labels` is None when recorded before turns had them."""
         attributes = (
             search_attributes(labels, "running" if child.admitted else "pending")
             if labels
             else None
         )
-        handle = await workflow.start_child_workflow(
+        return await workflow.start_child_workflow(
             TURN_WORKFLOW,
             child,
             id=turn_workflow_id(child.submission_id),
@@ -361,38 +383,26 @@ class TurnWorkflow:
             memo={"session_id": child.session_id, "parent_tool_call_id": call.tool_call_id},
             search_attributes=attributes,
         )
-        relay = RelaySubTurnInput(
-            call=sub_call,
-            child_submission_id=child.submission_id,
-            child_message_id=child.assistant_message_id,
-        )
-        try:
-            while True:
-                resumes = self._children_resumed.get(child.submission_id, 0)
-                if (await self._relay_sub_turn(relay)).settled:
-                    break
 
-                # The child parked (its own approval): wait, with no activity running, until
-                # it goes on (then relay it live again) or ends (then settle the call).
-                def moved_on(resumes: int = resumes) -> bool:
-                    return (
-                        handle.done()
-                        or self._children_resumed.get(child.submission_id, 0) > resumes
-                    )
+    async def _follow_child(
+        self, relay: RelaySubTurnInput, handle: workflow.ChildWorkflowHandle[Any, TurnResult]
+    ) -> None:
+        """Relay the child live until the call is settled; while the child is parked (its own
+        approval), wait with no activity running until it goes on (then relay it live again)
+        or ends (then settle the call)."""
+        child_id = relay.child_submission_id
+        while True:
+            resumes = self._children_resumed.get(child_id, 0)
+            if (await self._relay_sub_turn(relay)).settled:
+                return
 
-                await workflow.wait_condition(moved_on)
-                if handle.done():
-                    await self._relay_sub_turn(relay.model_copy(update={"settle": True}))
-                    break
-            await handle
-        except BaseException:
-            # A stop reaches here as the relay's cancellation (an ActivityError), or as a
-            # CancelledError while awaiting the child (which cancels it already).
-            if not handle.done():
-                handle.cancel()
-                with contextlib.suppress(BaseException):
-                    await handle  # the child ends (aborted) before this turn settles the call
-            raise
+            def moved_on(resumes: int = resumes) -> bool:
+                return handle.done() or self._children_resumed.get(child_id, 0) > resumes
+
+            await workflow.wait_condition(moved_on)
+            if handle.done():
+                await self._relay_sub_turn(relay.model_copy(update={"settle": True}))
+                return
 
     async def _relay_sub_turn(self, relay: RelaySubTurnInput) -> RelaySubTurnResult:
         result: RelaySubTurnResult = await workflow.execute_activity(
