@@ -237,11 +237,9 @@ class OpenAIChatProvider:
         relayed = RelayedStream.of(request, self.config)
         return relayed_events(self.label, relayed, self._events(request, relayed))
 
-    async def _events(
-        self, request: ModelRequest, relayed: RelayedStream
-    ) -> AsyncGenerator[ProviderEvent, None]:
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
+        """The request as Chat Completions' JSON body."""
         tools = chat_tools(request)
-        continuing = bool(request.prefill)
         body: dict[str, Any] = {
             "model": request.model or self.model,
             "messages": chat_messages(request, self.mode),
@@ -254,8 +252,15 @@ class OpenAIChatProvider:
             body["max_completion_tokens"] = request.max_output_tokens
         if request.thinking.effort is not None:  # checked against the model at worker start
             body["reasoning_effort"] = request.thinking.effort
-        if continuing and self.mode == "vllm":
+        if request.prefill and self.mode == "vllm":
             body.update(VLLM_CONTINUE)
+        return body
+
+    async def _events(
+        self, request: ModelRequest, relayed: RelayedStream
+    ) -> AsyncGenerator[ProviderEvent, None]:
+        continuing = bool(request.prefill)
+        body = self._body(request)
         # The client's own `post` (documented for requests the typed methods do not cover):
         # the typed `create` re-walks the whole request against its TypedDicts on every call
         # (the largest cost between a step's start and its request leaving), and its stream
@@ -286,16 +291,7 @@ class OpenAIChatProvider:
                 usage = chunk.get("usage") or usage
                 events: list[ProviderEvent] = []
                 for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    content = delta.get("content")
-                    text = trim(content) if content else ""
-                    if text:
-                        events.append(TextDelta(text=text))
-                    fragments = delta.get("tool_calls") or []
-                    if fragments and (held := trim.flush()):
-                        events.append(TextDelta(text=held))
-                    for fragment in fragments:
-                        events.extend(calls.feed(fragment))
+                    events.extend(_choice_events(choice.get("delta") or {}, trim, calls))
                     reason = choice.get("finish_reason") or reason
                 for event in relayed.passed(events):  # re-attached: what the log lacks
                     yield event
@@ -309,3 +305,21 @@ class OpenAIChatProvider:
         for event in calls.finish():
             yield event
         yield _finish(reason, usage)
+
+
+def _choice_events(
+    delta: dict[str, Any], trim: OverlapTrimmer, calls: ToolCallAccumulator
+) -> list[ProviderEvent]:
+    """One choice's delta as events: its text (past what a continued answer repeats), then
+    its tool call fragments (text held for overlap goes out before them)."""
+    events: list[ProviderEvent] = []
+    content = delta.get("content")
+    text = trim(content) if content else ""
+    if text:
+        events.append(TextDelta(text=text))
+    fragments = delta.get("tool_calls") or []
+    if fragments and (held := trim.flush()):
+        events.append(TextDelta(text=held))
+    for fragment in fragments:
+        events.extend(calls.feed(fragment))
+    return events
