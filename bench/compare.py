@@ -1,4 +1,4 @@
-"""Perdure side by side with the designs it could have been (issue 11): a session entity
+"""Perdure side by side with the designs it could have been: a session entity
 workflow, Temporal's Workflow Streams, and the provider called directly with no durability
 (the floor), against one fake provider, on this machine, in one run.
 

@@ -17,7 +17,7 @@ Every answer is `@count 30 @delay 50`: 30 tokens at 20 tokens/s. Each turn carri
 tenant's fairness key (and Perdure's interactive priority), so with fairness on Temporal's
 matching service hands out the two tenants' backlogged tasks in turns instead of in arrival
 order. Every answer is checked: the text is exactly `1 … 30` and the stream ended with its
-`finish`. The issue's target: B's p50 / p95 within 2× of B alone.
+`finish`. The target: B's p50 / p95 within 2× of B alone.
 """
 
 import argparse
