@@ -2,13 +2,15 @@
 at each intake, so every gateway refuses a tenant that used its budget (429 budget_exhausted,
 Retry-After until the budget resets) and a policy change holds at once."""
 
-import asyncio
-import time
-from datetime import UTC, date, datetime, timedelta
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import func
+from sqlmodel import col, select
 
 from perdure.commands import cli
 from perdure.domain.access import Rate
@@ -17,19 +19,9 @@ from perdure.testing.chat_client import chat_body, send, user_message
 from perdure.testing.stack import Stack
 from storage.db import Database
 from storage.tenant_policies import get_policy, set_policy
+from storage.timing import clock
+from storage.usage_tables import ModelUsageRow
 from tests.e2e.conftest import Gateway, unique
-
-MARGIN_SECONDS = 60.0
-"""Longer than any spec here takes."""
-
-
-@pytest.fixture(autouse=True)
-async def clear_of_a_utc_midnight() -> None:
-    """Budgets reset at 00:00 UTC: a spec that would cross it waits until it has passed, so
-    the tokens it uses and the check that refuses them fall on one day (and one month)."""
-    left = seconds_until(datetime.now(UTC).date() + timedelta(days=1))
-    if left < MARGIN_SECONDS:
-        await asyncio.sleep(left + 1)
 
 
 async def submit(client: httpx.AsyncClient, session: str) -> httpx.Response:
@@ -43,8 +35,38 @@ async def use_a_turn(client: httpx.AsyncClient, session: str) -> None:
     assert streamed.status == 200 and streamed.types()[-1] == "finish", streamed.types()
 
 
-def seconds_until(day: date) -> float:
-    return datetime.combine(day, datetime.min.time(), UTC).timestamp() - time.time()
+async def tokens_used_at(db: Database, tenant: str) -> float:
+    """When the store recorded the tenant's last tokens (its model step's usage): the day they
+    count for is this instant's UTC date."""
+    async with db.read() as session:
+        at = (
+            await session.exec(
+                select(func.max(ModelUsageRow.at)).where(col(ModelUsageRow.tenant_id) == tenant)
+            )
+        ).one()
+    assert at is not None, f"no tokens recorded for {tenant}"
+    return float(at)
+
+
+@contextmanager
+def checked_at(at: float) -> Iterator[None]:
+    """The gateways of this test (served in its task) check budgets at `at`, not at the wall
+    clock's time: the tokens a spec used and the check that counts them fall on the day the
+    spec says, whatever the time of day it runs at."""
+    with clock(lambda: at):
+        yield
+
+
+def at_time(day: date, of_day: time) -> float:
+    return datetime.combine(day, of_day, UTC).timestamp()
+
+
+def day_of(at: float) -> date:
+    return datetime.fromtimestamp(at, UTC).date()
+
+
+def seconds_until(day: date, at: float) -> float:
+    return at_time(day, time()) - at
 
 
 def next_month(today: date) -> date:
@@ -67,9 +89,11 @@ async def test_a_tenant_whose_daily_budget_is_used_gets_429_until_utc_midnight_a
     keys = ApiKeys.parse(f"budget-key:{tenant}")
     async with gateway("budget-key", api_keys=keys) as client:
         await use_a_turn(client, session)
-        midnight = seconds_until(datetime.now(UTC).date() + timedelta(days=1))
-        refused = await submit(client, session)
-        refused_chat = await client.post("/api/chat", json=chat_body(fresh, user_message("hi")))
+        at = await tokens_used_at(stack.services.db, tenant)
+        midnight = seconds_until(day_of(at) + timedelta(days=1), at)
+        with checked_at(at):
+            refused = await submit(client, session)
+            refused_chat = await client.post("/api/chat", json=chat_body(fresh, user_message("hi")))
         submissions = (await client.get(f"/v1/sessions/{session}/submissions")).json()
         fresh_session = await client.get(f"/v1/sessions/{fresh}")
 
@@ -90,8 +114,10 @@ async def test_a_tenant_whose_monthly_budget_is_used_gets_429_until_the_next_mon
     keys = ApiKeys.parse(f"budget-key:{tenant}")
     async with gateway("budget-key", api_keys=keys) as client:
         await use_a_turn(client, session)
-        month_end = seconds_until(next_month(datetime.now(UTC).date()))
-        refused = await submit(client, session)
+        at = await tokens_used_at(stack.services.db, tenant)
+        month_end = seconds_until(next_month(day_of(at)), at)
+        with checked_at(at):
+            refused = await submit(client, session)
         submissions = (await client.get(f"/v1/sessions/{session}/submissions")).json()
 
     error = refusal(refused)
@@ -99,6 +125,47 @@ async def test_a_tenant_whose_monthly_budget_is_used_gets_429_until_the_next_mon
     assert "monthly token budget (1 tokens)" in error["message"]
     assert "daily" not in error["message"]
     assert submissions["count"] == 1
+
+
+async def test_a_used_daily_budget_resets_at_utc_midnight(stack: Stack, gateway: Gateway) -> None:
+    """Refused at 23:59:59 of the day the tokens were used, for 1 s; admitted at 00:00:01."""
+    tenant = unique("budget")
+    await set_policy(stack.services.db, tenant, daily_tokens=1)
+    keys = ApiKeys.parse(f"budget-key:{tenant}")
+    async with gateway("budget-key", api_keys=keys) as client:
+        await use_a_turn(client, unique("chat"))
+        day = day_of(await tokens_used_at(stack.services.db, tenant))
+        with checked_at(at_time(day, time(23, 59, 59))):
+            last_second = await submit(client, unique("chat"))
+        with checked_at(at_time(day + timedelta(days=1), time(0, 0, 1))):
+            next_day = await submit(client, unique("chat"))
+
+    assert refusal(last_second)["retryAfterSeconds"] == 1
+    assert next_day.status_code == 202, next_day.text
+
+
+async def test_a_used_monthly_budget_resets_at_the_first_utc_midnight_of_the_next_month(
+    stack: Stack, gateway: Gateway
+) -> None:
+    tenant = unique("budget")
+    await set_policy(stack.services.db, tenant, monthly_tokens=1)
+    keys = ApiKeys.parse(f"budget-key:{tenant}")
+    async with gateway("budget-key", api_keys=keys) as client:
+        await use_a_turn(client, unique("chat"))
+        month = day_of(await tokens_used_at(stack.services.db, tenant))
+        following = next_month(month)
+        with checked_at(at_time(following - timedelta(days=1), time(23, 59, 59))):
+            last_second = await submit(client, unique("chat"))
+        with checked_at(at_time(month.replace(day=1), time(0, 0, 1))):
+            first_second = await submit(client, unique("chat"))
+        with checked_at(at_time(following, time(0, 0, 1))):
+            next_month_first = await submit(client, unique("chat"))
+
+    assert refusal(last_second)["retryAfterSeconds"] == 1
+    assert refusal(first_second)["retryAfterSeconds"] == round(
+        seconds_until(following, at_time(month.replace(day=1), time(0, 0, 1)))
+    )
+    assert next_month_first.status_code == 202, next_month_first.text
 
 
 async def test_both_budgets_used_retry_after_the_later_reset(
@@ -109,8 +176,10 @@ async def test_both_budgets_used_retry_after_the_later_reset(
     keys = ApiKeys.parse(f"budget-key:{tenant}")
     async with gateway("budget-key", api_keys=keys) as client:
         await use_a_turn(client, unique("chat"))
-        month_end = seconds_until(next_month(datetime.now(UTC).date()))
-        refused = await submit(client, unique("chat"))
+        at = await tokens_used_at(stack.services.db, tenant)
+        month_end = seconds_until(next_month(day_of(at)), at)
+        with checked_at(at):
+            refused = await submit(client, unique("chat"))
 
     error = refusal(refused)
     assert month_end - 5 <= error["retryAfterSeconds"] <= month_end + 1
@@ -130,8 +199,9 @@ async def test_another_tenants_tokens_do_not_count_against_a_budget(
         gateway("other-key", api_keys=keys) as others,
     ):
         await use_a_turn(spending, unique("chat"))
-        refused = await submit(spending, unique("chat"))
-        admitted = await submit(others, unique("chat"))
+        with checked_at(await tokens_used_at(stack.services.db, spender)):
+            refused = await submit(spending, unique("chat"))
+            admitted = await submit(others, unique("chat"))
 
     refusal(refused)
     assert admitted.status_code == 202, admitted.text
@@ -146,13 +216,14 @@ async def test_raising_or_clearing_a_used_budget_admits_the_next_submission_at_o
     keys = ApiKeys.parse(f"budget-key:{tenant}")
     async with gateway("budget-key", api_keys=keys) as client:
         await use_a_turn(client, unique("chat"))
-        refused = await submit(client, unique("chat"))
-        await set_policy(db, tenant, daily_tokens=10**12)
-        raised = await submit(client, unique("chat"))
-        await set_policy(db, tenant, daily_tokens=1)
-        lowered = await submit(client, unique("chat"))
-        await set_policy(db, tenant, daily_tokens=None)
-        cleared = await submit(client, unique("chat"))
+        with checked_at(await tokens_used_at(db, tenant)):
+            refused = await submit(client, unique("chat"))
+            await set_policy(db, tenant, daily_tokens=10**12)
+            raised = await submit(client, unique("chat"))
+            await set_policy(db, tenant, daily_tokens=1)
+            lowered = await submit(client, unique("chat"))
+            await set_policy(db, tenant, daily_tokens=None)
+            cleared = await submit(client, unique("chat"))
 
     refusal(refused)
     assert raised.status_code == 202, raised.text
@@ -171,10 +242,11 @@ async def test_a_used_budget_is_refused_before_the_rate_limit_takes_a_token(
     keys = ApiKeys.parse(f"budget-key:{tenant}")
     async with gateway("budget-key", api_keys=keys, rate_limit=Rate.parse("2/hour")) as client:
         await use_a_turn(client, unique("chat"))  # the first of two tokens
-        refused = await submit(client, unique("chat"))
-        await set_policy(db, tenant, daily_tokens=None)
-        admitted = await submit(client, unique("chat"))  # the second
-        limited = await submit(client, unique("chat"))
+        with checked_at(await tokens_used_at(db, tenant)):
+            refused = await submit(client, unique("chat"))
+            await set_policy(db, tenant, daily_tokens=None)
+            admitted = await submit(client, unique("chat"))  # the second
+            limited = await submit(client, unique("chat"))
 
     refusal(refused)
     assert admitted.status_code == 202, admitted.text

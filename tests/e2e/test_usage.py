@@ -3,16 +3,19 @@ totals end its stream, in the `finish` chunk's message metadata, and stay in the
 message."""
 
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
+from sqlmodel import col, select
 
 from perdure.domain.prices import PriceTable
 from perdure.runtime.settings import ApiKeys
 from perdure.testing.chat_client import Streamed, send
 from perdure.testing.stack import Stack
+from storage.db import Database
+from storage.usage import utc_day
+from storage.usage_tables import ModelUsageRow
 from tests.e2e.conftest import Gateway, unique
 
 
@@ -102,6 +105,15 @@ async def test_usage_sums_a_tenants_turns_by_session_and_prices_them(
     assert their_report["total"]["costUsd"] is None
 
 
+async def call_day(db: Database, tenant: str) -> str:
+    """The UTC day of the instant the store recorded the tenant's one model call at (not the
+    wall clock's day now, which may be the next)."""
+    async with db.read() as session:
+        statement = select(ModelUsageRow.at).where(col(ModelUsageRow.tenant_id) == tenant)
+        (at,) = (await session.exec(statement)).all()
+    return utc_day(at)
+
+
 async def test_usage_is_summed_by_day_agent_and_model_within_the_range(
     stack: Stack, gateway: Gateway
 ) -> None:
@@ -113,7 +125,7 @@ async def test_usage_is_summed_by_day_agent_and_model_within_the_range(
         later = await client.get("/v1/usage", params={"start": "2100-01-01T00:00:00Z"})
 
     (row,) = grouped["rows"]
-    assert row["day"] == datetime.now(UTC).date().isoformat()
+    assert row["day"] == await call_day(stack.services.db, tenant)
     assert (row["agent"], row["model"]) == ("default", stack.settings.model)
     assert row["session"] is None
     assert tokens_of(row) == totals(usage)
