@@ -28,6 +28,7 @@ from perdure.testing.fakeprovider.script import (
 from perdure.testing.fakeprovider.server import FakeProvider
 from perdure.testing.fakeprovider.transcript import Transcript
 from tests.fakeprovider_fixtures import count_to, tag
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -469,7 +470,11 @@ async def test_responses_cancel_answers_the_final_response_once_finished(
     response = await client.responses.create(
         model="fake", input=f"@count 2 {tag()}", background=True, store=True
     )
-    await asyncio.sleep(0.05)
+
+    async def finished() -> bool:
+        return (await client.responses.retrieve(response.id)).status == "completed"
+
+    await eventually(finished, what="the background response finished")
     assert (await client.responses.cancel(response.id)).status == "completed"
 
 

@@ -8,18 +8,21 @@ from temporalio.client import Client
 
 from gateway.errors import ApiError
 from gateway.temporal import temporal_call
+from tests.waiting import eventually
 
 
 class _ServiceClient:
     def __init__(self, healthy: bool = True) -> None:
         self.healthy = healthy
         self.probes = 0
+        self.passed = 0
 
     async def check_health(self, timeout: object = None) -> bool:
         self.probes += 1
         await asyncio.sleep(0.05)
         if not self.healthy:
             raise ConnectionRefusedError("connection refused")
+        self.passed += 1
         return True
 
 
@@ -64,7 +67,7 @@ async def test_a_failed_probe_answers_every_waiting_call_with_a_503() -> None:
 async def test_a_server_that_dies_during_a_long_call_is_noticed_within_seconds() -> None:
     client, service = _client()
     call = asyncio.ensure_future(temporal_call(_slow(30), within=60, client=client))
-    await asyncio.sleep(0.5)  # the first probe passed
+    await eventually(lambda: service.passed, what="the first probe passed")
     service.healthy = False
 
     with pytest.raises(ApiError) as raised:

@@ -1,7 +1,6 @@
 """`openai-responses:<model>`: background mode, cursors and re-attaching, against the fake."""
 
-import asyncio
-
+import openai
 import pytest
 from openai.types.responses import ResponseCreatedEvent
 
@@ -37,6 +36,7 @@ from tests.fakeprovider_fixtures import (
     tag,
     text_of,
 )
+from tests.waiting import eventually
 
 
 @pytest.fixture(scope="module")
@@ -158,11 +158,17 @@ async def test_resume_from_an_early_cursor_replays_nothing_twice(
 
 
 async def test_resume_after_the_response_finished_server_side(
-    provider: OpenAIResponsesProvider,
+    provider: OpenAIResponsesProvider, fake_provider: FakeProvider
 ) -> None:
     text = f"@count 10 @delay 10 @disconnect_after 2 {tag()}"
     before, _ = await collect_until_error(provider, ask(text))
-    await asyncio.sleep(0.15)
+    sdk = openai.AsyncOpenAI(api_key="k", base_url=fake_provider.openai_base_url, max_retries=0)
+    response_id = last_cursor(before).response_id
+
+    async def finished() -> bool:
+        return (await sdk.responses.retrieve(response_id)).status == "completed"
+
+    await eventually(finished, what="the response finished server side")
     after = await collect(provider, ask(text, resume=last_cursor(before)))
     assert text_of(before) + text_of(after) == count_to(10)
 

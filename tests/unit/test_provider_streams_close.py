@@ -26,6 +26,7 @@ from activities.providers.openai_responses import OpenAIResponsesProvider
 from perdure.domain.conversation import UserItem
 from perdure.domain.provider_events import ProviderEvent
 from tests.fakeprovider_fixtures import tag
+from tests.waiting import eventually
 
 _WATCHED = (
     os.path.dirname(httpx2.__file__),
@@ -129,8 +130,15 @@ async def test_a_stream_cancelled_mid_read_leaves_nothing_suspended(
 ) -> None:
     stream = provider.stream(ask(provider, "@count 20 @delay 50"))
     await anext(stream)
-    reader = asyncio.create_task(read_all(stream))
-    await asyncio.sleep(0.02)
+    read = 0
+
+    async def reading() -> None:
+        nonlocal read
+        async for _ in stream:
+            read += 1
+
+    reader = asyncio.create_task(reading())
+    await eventually(lambda: read > 0, what="the reader read on")  # and waits for the next
     reader.cancel()
     with pytest.raises(asyncio.CancelledError):
         await reader

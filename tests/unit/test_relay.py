@@ -1,7 +1,6 @@
 """The provider relay: a step's provider stream outlives the worker, exactly, and the relay is
 not an open proxy (each refusal tested)."""
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import httpx
@@ -14,10 +13,11 @@ from perdure.domain.conversation import UserItem
 from perdure.domain.provider_events import ProviderEvent, ResponseCursor
 from perdure.domain.relay_protocol import ATTACH_HEADER, STREAM_HEADER
 from perdure.relay.app import Relay
-from perdure.relay.held import RelayLimits
+from perdure.relay.held import HeldStream, RelayLimits
 from perdure.testing.fakeprovider.server import FakeProvider
 from perdure.testing.relay import RELAY_SECRET, relay_config_for, running_relay
 from tests.fakeprovider_fixtures import config_for, count_to, tag, text_of
+from tests.waiting import eventually
 
 BODY = {"model": "claude-haiku-4-5", "max_tokens": 100, "stream": True, "messages": []}
 
@@ -55,6 +55,12 @@ async def read_until(
     return events
 
 
+def ended(running: Relay, stream_id: str) -> HeldStream | None:
+    """The relay's held stream once its upstream answer ended."""
+    held = running.streams.get(stream_id)
+    return held if held is not None and held.ended else None
+
+
 @pytest.mark.parametrize(
     ("api", "model"),
     [("anthropic", "claude-haiku-4-5"), ("anthropic", "claude-opus-4-7"), ("openai", "gpt-fake")],
@@ -89,11 +95,7 @@ async def test_the_relay_reads_the_provider_to_the_end_after_the_worker_is_gone(
     text, stream_id = f"@count 30 @delay 5 {tag()}", f"msg_{tag()}:1"
 
     await read_until(provider, ask(text, stream_id), texts=3)
-    for _ in range(200):
-        held = running.streams.get(stream_id)
-        if held is not None and held.ended:
-            break
-        await asyncio.sleep(0.02)
+    held = await eventually(lambda: ended(running, stream_id), what="the held stream ended")
 
     assert held is not None and held.ended and held.truncated is None
     assert b"message_stop" in b"".join(held.chunks)
@@ -209,11 +211,7 @@ async def test_a_full_relay_refuses_new_streams_and_finishes_the_ones_it_holds(
         await read_until(provider, ask(text, stream_id), texts=2)
 
         refused = await post(url, "/anthropic/v1/messages", json=BODY)
-        for _ in range(200):
-            held = running.streams.get(stream_id)
-            if held is not None and held.ended:
-                break
-            await asyncio.sleep(0.02)
+        held = await eventually(lambda: ended(running, stream_id), what="the held stream ended")
 
     assert refused.status_code == 503
     assert refused.json()["error"]["type"] == "relay_full"

@@ -13,6 +13,7 @@ from perdure.domain.provider_events import Finish, ProviderEvent, TextDelta
 from perdure.domain.step_chunks import StepChunker
 from perdure.domain.ui import Chunk
 from storage.log_appender import BufferedLog
+from tests.waiting import eventually
 
 STALL = 1.0
 
@@ -82,7 +83,8 @@ async def test_a_cancelled_stream_is_cancelled_not_a_stall() -> None:
     streaming = asyncio.ensure_future(
         streamed(PacedProvider(deltas=5, gap=0.05, then_silent=True), written)
     )
-    await asyncio.sleep(0.5)
+    # Cancelled in the provider's silence, before the stall timeout ends it.
+    await eventually(lambda: text_of(written) == "0 1 2 3 4 ", what="the five deltas")
     streaming.cancel()
     with pytest.raises(asyncio.CancelledError):
         await streaming
