@@ -6,6 +6,7 @@ with what a client was streamed.
 """
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,102 +80,125 @@ class _Reducer:
             self.out.parts.append(part)
         return part
 
-    def apply(self, chunk: Chunk) -> None:  # noqa: C901 - one branch per chunk type
+    def apply(self, chunk: Chunk) -> None:
         kind = str(chunk.get("type", ""))
-        out = self.out
-        if kind == "start":
-            # A `start` after a terminal chunk continues a parked turn: the message is open again.
-            out.terminal = out.finish_reason = out.error_text = None
-            if chunk.get("messageId"):
-                out.message_id = str(chunk["messageId"])
-            self._merge_metadata(chunk)
-        elif kind == "start-step":
-            out.steps += 1
-            out.step_open = True
-            out.parts.append({"type": "step-start"})
-        elif kind == "finish-step":
-            out.step_open = False
-            for part in self._open.values():
-                part["state"] = "done"
-            self._open.clear()
-        elif kind in ("text-start", "reasoning-start"):
-            part_type = kind.removesuffix("-start")
-            opened: dict[str, Any] = {"type": part_type, "text": "", "state": "streaming"}
-            if chunk.get("providerMetadata"):
-                opened["providerMetadata"] = chunk["providerMetadata"]
-            out.parts.append(opened)
-            self._open[(part_type, str(chunk["id"]))] = opened
-        elif kind in ("text-delta", "reasoning-delta"):
-            open_part = self._open.get((kind.removesuffix("-delta"), str(chunk["id"])))
-            if open_part is not None:
-                open_part["text"] += str(chunk.get("delta", ""))
-        elif kind in ("text-end", "reasoning-end"):
-            closed = self._open.pop((kind.removesuffix("-end"), str(chunk["id"])), None)
-            if closed is not None:
-                closed["state"] = "done"
-                if chunk.get("providerMetadata"):  # a reasoning part's signature arrives last
-                    closed["providerMetadata"] = chunk["providerMetadata"]
-        elif kind == "tool-input-start":
-            self._tool(chunk)
-            self._tool_input_text[str(chunk["toolCallId"])] = ""
-        elif kind == "tool-input-delta":
-            call_id = str(chunk["toolCallId"])
-            self._tool_input_text[call_id] = self._tool_input_text.get(call_id, "") + str(
-                chunk.get("inputTextDelta", "")
-            )
-        elif kind == "tool-input-available":
-            part = self._tool(chunk)
-            part.update(state="input-available", input=chunk.get("input"))
-        elif kind == "tool-input-error":
-            part = self._tool(chunk)
-            part.update(
-                state="output-error", input=chunk.get("input"), errorText=chunk.get("errorText")
-            )
-        elif kind == "tool-approval-request":
-            part = self._tool(chunk)
-            part.update(state="approval-requested", approval={"id": chunk.get("approvalId")})
-        elif kind == "tool-output-available":
-            part = self._tool(chunk)
-            part.update(state="output-available", output=chunk.get("output"))
-            if chunk.get("preliminary"):
-                part["preliminary"] = True
-            else:
-                part.pop("preliminary", None)
-            if isinstance(part.get("approval"), dict):
-                part["approval"].setdefault("approved", True)
-        elif kind == "tool-output-error":
-            part = self._tool(chunk)
-            part.update(state="output-error", errorText=chunk.get("errorText"))
-            part.pop("preliminary", None)
-            part.pop("output", None)
-        elif kind == "tool-output-denied":
-            part = self._tool(chunk)
-            part["state"] = "output-denied"
-            # `reason` is Perdure's (the v6 chunk has only the call id; its schema is loose):
-            # the stored part carries it as the AI SDK client's own part does after a denial.
-            approval = part.get("approval")
-            part["approval"] = {
-                **(approval if isinstance(approval, dict) else {}),
-                "approved": False,
-            }
-            if chunk.get("reason"):
-                part["approval"]["reason"] = str(chunk["reason"])
-        elif kind in ("source-url", "source-document", "file"):
-            out.parts.append({k: v for k, v in chunk.items() if k != "providerMetadata"})
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, kind, chunk)
         elif kind.startswith("data-"):
             self._apply_data(chunk)
-        elif kind == "message-metadata":
-            self._merge_metadata(chunk)
-        elif kind in TERMINAL_CHUNK_TYPES:
-            out.terminal = kind
-            self._merge_metadata(chunk)
-            if kind == "finish":
-                out.finish_reason = chunk.get("finishReason")
-            elif kind == "error":
-                out.error_text = chunk.get("errorText")
-            for part in self._open.values():
-                part["state"] = "done"
-            self._open.clear()
+
+    def _start(self, kind: str, chunk: Chunk) -> None:
+        # A `start` after a terminal chunk continues a parked turn: the message is open again.
+        out = self.out
+        out.terminal = out.finish_reason = out.error_text = None
+        if chunk.get("messageId"):
+            out.message_id = str(chunk["messageId"])
+        self._merge_metadata(chunk)
+
+    def _start_step(self, kind: str, chunk: Chunk) -> None:
+        self.out.steps += 1
+        self.out.step_open = True
+        self.out.parts.append({"type": "step-start"})
+
+    def _finish_step(self, kind: str, chunk: Chunk) -> None:
+        self.out.step_open = False
+        self._close_open()
+
+    def _text_start(self, kind: str, chunk: Chunk) -> None:
+        """`text-start` or `reasoning-start`."""
+        part_type = kind.removesuffix("-start")
+        opened: dict[str, Any] = {"type": part_type, "text": "", "state": "streaming"}
+        if chunk.get("providerMetadata"):
+            opened["providerMetadata"] = chunk["providerMetadata"]
+        self.out.parts.append(opened)
+        self._open[(part_type, str(chunk["id"]))] = opened
+
+    def _text_delta(self, kind: str, chunk: Chunk) -> None:
+        open_part = self._open.get((kind.removesuffix("-delta"), str(chunk["id"])))
+        if open_part is not None:
+            open_part["text"] += str(chunk.get("delta", ""))
+
+    def _text_end(self, kind: str, chunk: Chunk) -> None:
+        closed = self._open.pop((kind.removesuffix("-end"), str(chunk["id"])), None)
+        if closed is not None:
+            closed["state"] = "done"
+            if chunk.get("providerMetadata"):  # a reasoning part's signature arrives last
+                closed["providerMetadata"] = chunk["providerMetadata"]
+
+    def _tool_input_start(self, kind: str, chunk: Chunk) -> None:
+        self._tool(chunk)
+        self._tool_input_text[str(chunk["toolCallId"])] = ""
+
+    def _tool_input_delta(self, kind: str, chunk: Chunk) -> None:
+        call_id = str(chunk["toolCallId"])
+        self._tool_input_text[call_id] = self._tool_input_text.get(call_id, "") + str(
+            chunk.get("inputTextDelta", "")
+        )
+
+    def _tool_input_available(self, kind: str, chunk: Chunk) -> None:
+        self._tool(chunk).update(state="input-available", input=chunk.get("input"))
+
+    def _tool_input_error(self, kind: str, chunk: Chunk) -> None:
+        self._tool(chunk).update(
+            state="output-error", input=chunk.get("input"), errorText=chunk.get("errorText")
+        )
+
+    def _tool_approval_request(self, kind: str, chunk: Chunk) -> None:
+        self._tool(chunk).update(
+            state="approval-requested", approval={"id": chunk.get("approvalId")}
+        )
+
+    def _tool_output_available(self, kind: str, chunk: Chunk) -> None:
+        part = self._tool(chunk)
+        part.update(state="output-available", output=chunk.get("output"))
+        if chunk.get("preliminary"):
+            part["preliminary"] = True
+        else:
+            part.pop("preliminary", None)
+        if isinstance(part.get("approval"), dict):
+            part["approval"].setdefault("approved", True)
+
+    def _tool_output_error(self, kind: str, chunk: Chunk) -> None:
+        part = self._tool(chunk)
+        part.update(state="output-error", errorText=chunk.get("errorText"))
+        part.pop("preliminary", None)
+        part.pop("output", None)
+
+    def _tool_output_denied(self, kind: str, chunk: Chunk) -> None:
+        part = self._tool(chunk)
+        part["state"] = "output-denied"
+        # `reason` is Perdure's (the v6 chunk has only the call id; its schema is loose):
+        # the stored part carries it as the AI SDK client's own part does after a denial.
+        approval = part.get("approval")
+        part["approval"] = {
+            **(approval if isinstance(approval, dict) else {}),
+            "approved": False,
+        }
+        if chunk.get("reason"):
+            part["approval"]["reason"] = str(chunk["reason"])
+
+    def _source(self, kind: str, chunk: Chunk) -> None:
+        """`source-url`, `source-document` or `file`."""
+        self.out.parts.append({k: v for k, v in chunk.items() if k != "providerMetadata"})
+
+    def _message_metadata(self, kind: str, chunk: Chunk) -> None:
+        self._merge_metadata(chunk)
+
+    def _terminal(self, kind: str, chunk: Chunk) -> None:
+        out = self.out
+        out.terminal = kind
+        self._merge_metadata(chunk)
+        if kind == "finish":
+            out.finish_reason = chunk.get("finishReason")
+        elif kind == "error":
+            out.error_text = chunk.get("errorText")
+        self._close_open()
+
+    def _close_open(self) -> None:
+        for part in self._open.values():
+            part["state"] = "done"
+        self._open.clear()
 
     def open_keys(self) -> list[tuple[str, str]]:
         return list(self._open)
@@ -195,6 +219,35 @@ class _Reducer:
         metadata = chunk.get("messageMetadata")
         if isinstance(metadata, dict):
             self.out.metadata.update(metadata)
+
+
+_Handler = Callable[[_Reducer, str, Chunk], None]
+
+_HANDLERS: dict[str, _Handler] = {
+    "start": _Reducer._start,
+    "start-step": _Reducer._start_step,
+    "finish-step": _Reducer._finish_step,
+    "text-start": _Reducer._text_start,
+    "reasoning-start": _Reducer._text_start,
+    "text-delta": _Reducer._text_delta,
+    "reasoning-delta": _Reducer._text_delta,
+    "text-end": _Reducer._text_end,
+    "reasoning-end": _Reducer._text_end,
+    "tool-input-start": _Reducer._tool_input_start,
+    "tool-input-delta": _Reducer._tool_input_delta,
+    "tool-input-available": _Reducer._tool_input_available,
+    "tool-input-error": _Reducer._tool_input_error,
+    "tool-approval-request": _Reducer._tool_approval_request,
+    "tool-output-available": _Reducer._tool_output_available,
+    "tool-output-error": _Reducer._tool_output_error,
+    "tool-output-denied": _Reducer._tool_output_denied,
+    "source-url": _Reducer._source,
+    "source-document": _Reducer._source,
+    "file": _Reducer._source,
+    "message-metadata": _Reducer._message_metadata,
+    **dict.fromkeys(TERMINAL_CHUNK_TYPES, _Reducer._terminal),
+}
+"""One handler per chunk type (a `data-*` chunk, whatever its name, is a data part)."""
 
 
 class Reducer:
