@@ -49,66 +49,79 @@ class StepChunker:
 
     def feed(self, event: ProviderEvent) -> list[Chunk]:
         if isinstance(event, TextDelta):
-            if not event.text:
-                return []
-            self._continuing = False
-            out = self._close_reasoning()
-            if self._text_id is None:
-                self._text_id = self._new_id("t")
-                out.append({"type": "text-start", "id": self._text_id})
-            out.append({"type": "text-delta", "id": self._text_id, "delta": event.text})
-            return out
+            return self._text(event)
         if isinstance(event, ReasoningDelta):
-            if not event.text or self._continuing:
-                return []
-            out = self._close_text()
-            if self._reasoning_id is None:
-                self._reasoning_id = self._new_id("r")
-                out.append({"type": "reasoning-start", "id": self._reasoning_id})
-            out.append({"type": "reasoning-delta", "id": self._reasoning_id, "delta": event.text})
-            return out
+            return self._reasoning(event)
         if isinstance(event, ReasoningSigned):
             return self._signed(event)
         if isinstance(event, ToolCallStart):
-            self._continuing = False
-            out = self._close_text() + self._close_reasoning()
-            self._started_tools.add(event.id)
-            out.append(_tool_input_start(event.id, event.name))
-            return out
+            return self._tool_started(event)
         if isinstance(event, ToolCallDelta):
-            if event.id not in self._started_tools or not event.arguments_delta:
-                return []
-            return [
-                {
-                    "type": "tool-input-delta",
-                    "toolCallId": event.id,
-                    "inputTextDelta": event.arguments_delta,
-                }
-            ]
+            return self._tool_arguments(event)
         if isinstance(event, ToolCallEnd):
-            self._continuing = False
-            out = self._close_text() + self._close_reasoning()
-            if event.id not in self._started_tools:
-                self._started_tools.add(event.id)
-                out.append(
-                    {"type": "tool-input-start", "toolCallId": event.id, "toolName": event.name}
-                )
-            self.tool_calls.append(event)
-            out.append(
-                {
-                    "type": "tool-input-available",
-                    "toolCallId": event.id,
-                    "toolName": event.name,
-                    "input": event.arguments,
-                }
-            )
-            return out
+            return self._tool_ended(event)
         if isinstance(event, Finish):
             self.finish = event
             return self.close()
         if isinstance(event, ResponseCursor):
             return []
         raise TypeError(f"unexpected provider event {event!r}")
+
+    def _text(self, event: TextDelta) -> list[Chunk]:
+        if not event.text:
+            return []
+        self._continuing = False
+        out = self._close_reasoning()
+        if self._text_id is None:
+            self._text_id = self._new_id("t")
+            out.append({"type": "text-start", "id": self._text_id})
+        out.append({"type": "text-delta", "id": self._text_id, "delta": event.text})
+        return out
+
+    def _reasoning(self, event: ReasoningDelta) -> list[Chunk]:
+        if not event.text or self._continuing:
+            return []
+        out = self._close_text()
+        if self._reasoning_id is None:
+            self._reasoning_id = self._new_id("r")
+            out.append({"type": "reasoning-start", "id": self._reasoning_id})
+        out.append({"type": "reasoning-delta", "id": self._reasoning_id, "delta": event.text})
+        return out
+
+    def _tool_started(self, event: ToolCallStart) -> list[Chunk]:
+        self._continuing = False
+        out = self._close_text() + self._close_reasoning()
+        self._started_tools.add(event.id)
+        out.append(_tool_input_start(event.id, event.name))
+        return out
+
+    def _tool_arguments(self, event: ToolCallDelta) -> list[Chunk]:
+        if event.id not in self._started_tools or not event.arguments_delta:
+            return []
+        return [
+            {
+                "type": "tool-input-delta",
+                "toolCallId": event.id,
+                "inputTextDelta": event.arguments_delta,
+            }
+        ]
+
+    def _tool_ended(self, event: ToolCallEnd) -> list[Chunk]:
+        self._continuing = False
+        out = self._close_text() + self._close_reasoning()
+        if event.id not in self._started_tools:
+            self._started_tools.add(event.id)
+            out.append(_tool_input_start(event.id, event.name))
+        self.tool_calls.append(event)
+        out.append(
+            {
+                "type": "tool-input-available",
+                "toolCallId": event.id,
+                "toolName": event.name,
+                "input": event.arguments,
+            }
+        )
+        return out
 
     def _signed(self, event: ReasoningSigned) -> list[Chunk]:
         """Close the reasoning part with what the provider needs back (opening an empty one
