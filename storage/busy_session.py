@@ -115,35 +115,10 @@ def apply_busy(
             f"{chat.running_submission_id}); send again when it has ended"
         )
     if strategy == "drop":
-        submission.status = "skipped"
-        submission.completed_at = at
-        submission.error = DROPPED_REASON
-        insert_chunks(
-            session,
-            message_id=submission.assistant_message_id,
-            chunks=[
-                start_chunk(submission.assistant_message_id, submission.id),
-                {"type": "abort", "reason": DROPPED_REASON},
-            ],
-            writer=GATEWAY_WRITER,
-            notify=notify,
-            close=True,
-        )
+        _drop(session, submission, at=at, notify=notify)
         return effects
     if strategy == "latest":
-        queued = session.exec(
-            select(SubmissionRow).where(
-                SubmissionRow.session_id == chat.id,
-                SubmissionRow.status == "pending",
-                SubmissionRow.id != submission.id,
-            )
-        )
-        for row in queued.all():
-            if row.cancel_requested_at is None:
-                row.cancel_requested_at = at
-                row.error = f"replaced by the later submission {submission.id}"
-                session.add(row)
-                effects.skip.append(row)
+        effects.skip += _replace_queued(session, chat, submission, at=at)
     if strategy in ("interrupt", "rollback") and chat.running_submission_id is not None:
         running = session.get(SubmissionRow, chat.running_submission_id)
         if running is not None:
@@ -152,3 +127,43 @@ def apply_busy(
             session.add(running)
             effects.cancel.append(running.id)
     return effects
+
+
+def _drop(session: Session, submission: SubmissionRow, *, at: float, notify: bool) -> None:
+    """`drop`: the submission ends `skipped` at once, its log closed with `abort`."""
+    submission.status = "skipped"
+    submission.completed_at = at
+    submission.error = DROPPED_REASON
+    insert_chunks(
+        session,
+        message_id=submission.assistant_message_id,
+        chunks=[
+            start_chunk(submission.assistant_message_id, submission.id),
+            {"type": "abort", "reason": DROPPED_REASON},
+        ],
+        writer=GATEWAY_WRITER,
+        notify=notify,
+        close=True,
+    )
+
+
+def _replace_queued(
+    session: Session, chat: ChatSessionRow, submission: SubmissionRow, *, at: float
+) -> list[SubmissionRow]:
+    """`latest`: the session's queued submissions are marked to end `skipped`; returns those
+    this intake marked."""
+    queued = session.exec(
+        select(SubmissionRow).where(
+            SubmissionRow.session_id == chat.id,
+            SubmissionRow.status == "pending",
+            SubmissionRow.id != submission.id,
+        )
+    )
+    replaced: list[SubmissionRow] = []
+    for row in queued.all():
+        if row.cancel_requested_at is None:
+            row.cancel_requested_at = at
+            row.error = f"replaced by the later submission {submission.id}"
+            session.add(row)
+            replaced.append(row)
+    return replaced
