@@ -6,7 +6,6 @@ with what a client was streamed.
 """
 
 import copy
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,9 +220,7 @@ class _Reducer:
             self.out.metadata.update(metadata)
 
 
-_Handler = Callable[[_Reducer, str, Chunk], None]
-
-_HANDLERS: dict[str, _Handler] = {
+_HANDLERS = {
     "start": _Reducer._start,
     "start-step": _Reducer._start_step,
     "finish-step": _Reducer._finish_step,
