@@ -18,6 +18,7 @@ from perdure.domain.fiber_payloads import (
     FiberStatus,
     resolve_fiber_kind,
 )
+from perdure.domain.payloads import TurnRef
 from perdure.fibers import (
     FiberStart,
     FiberStarter,
@@ -55,6 +56,13 @@ def fiber_state(fiber: FiberRow) -> FiberState:
     )
 
 
+def _ids_of(caller: Any) -> Any:
+    """What carries the ids of an activity's input: a turn's payload its `turn`, any other
+    (a fiber's run, an admission) itself."""
+    turn = getattr(caller, "turn", None)
+    return turn if isinstance(turn, TurnRef) else caller
+
+
 class WorkerFiberStarter(FiberStarter):
     """`perdure.start_fiber()` inside an activity: the fiber belongs to the tenant of the turn
     or fiber the activity serves, and defaults to its agent."""
@@ -82,7 +90,7 @@ class WorkerFiberStarter(FiberStarter):
             fiber = await load_fiber(self._db, fiber_id)
             if fiber is not None:
                 return fiber.tenant_id
-        submission_id = getattr(self._caller, "submission_id", None)
+        submission_id = getattr(_ids_of(self._caller), "submission_id", None)
         if isinstance(submission_id, str):
             submission = await get_submission(self._db, submission_id)
             if submission is not None:
@@ -98,7 +106,7 @@ class WorkerFiberStarter(FiberStarter):
         idempotency_key: str | None,
         metadata: dict[str, Any] | None,
     ) -> FiberStart:
-        caller_agent = getattr(self._caller, "agent", None)
+        caller_agent = getattr(_ids_of(self._caller), "agent", None)
         kind = resolve_fiber_kind(
             self._kinds,
             name=name,

@@ -47,18 +47,19 @@ class TurnFinisher:
 
     async def finish(self, turn: FinishTurnInput, *, writer: LogWriter) -> FinishTurnResult:
         turn, recorded = await self._decided(turn)
-        agent = self._agents.resolve(turn.agent) if turn.agent in self._agents.names() else None
+        name = turn.turn.agent
+        agent = self._agents.resolve(name) if name in self._agents.names() else None
         terminal_message = self._terminal_message(agent, turn)
         if turn.outcome == "skipped" and recorded is not None and recorded.error:
             turn = turn.model_copy(update={"error_text": recorded.error})
-        read = await read_chunks(self._db, message_id=turn.assistant_message_id)
+        read = await read_chunks(self._db, message_id=turn.turn.assistant_message_id)
         if turn.exhausted:
             await self._exhausted(agent, turn, read, terminal_message)
         outcome = "error" if turn.exhausted else turn.outcome
         await self._lifecycle.finish(
             TurnEnd(
-                submission_id=turn.submission_id,
-                session_id=turn.session_id,
+                submission_id=turn.turn.submission_id,
+                session_id=turn.turn.session_id,
                 outcome=outcome,
                 read=read,
                 plan=partial(self._closing_plan, turn, terminal_message),
@@ -88,7 +89,7 @@ class TurnFinisher:
         stored = reduce_chunks(logged + closing)
         if not turn.persist_partial:
             stored.parts = settled_parts_only(stored.parts)
-        self._clean(stored, turn.assistant_message_id)
+        self._clean(stored, turn.turn.assistant_message_id)
         return closing, stored
 
     async def _ended(
@@ -100,21 +101,21 @@ class TurnFinisher:
     ) -> None:
         """What the turn's end does before the next turn is told to run: announce the closed
         log, count it, trim the session, run `on_turn_end`."""
-        self._bus.publish(turn.assistant_message_id)
+        self._bus.publish(turn.turn.assistant_message_id)
         if finished.closed:  # this call ended the turn (a repeated finish changes nothing)
             ended = "exhausted" if turn.exhausted else turn.outcome
             metrics.turn_ended(ended)
             log.info("turn ended: %s", ended)
         if agent is not None and agent.max_persisted_messages is not None:
             await trim_messages(
-                self._db, session_id=turn.session_id, keep=agent.max_persisted_messages
+                self._db, session_id=turn.turn.session_id, keep=agent.max_persisted_messages
             )
         if finished.closed and agent is not None:
             context = TurnContext(
                 tenant_id=recorded.tenant_id if recorded else "",
-                session_id=turn.session_id,
-                submission_id=turn.submission_id,
-                assistant_message_id=turn.assistant_message_id,
+                session_id=turn.turn.session_id,
+                submission_id=turn.turn.submission_id,
+                assistant_message_id=turn.turn.assistant_message_id,
                 agent=agent.name,
             )
             await run_hook(
@@ -128,7 +129,9 @@ class TurnFinisher:
         saw: its cancellation may have arrived after the step it stopped had completed), and
         the submission as the decision read it."""
         proposed: Ending = "exhausted" if turn.exhausted else turn.outcome
-        decided = await decide_ending(self._db, submission_id=turn.submission_id, proposed=proposed)
+        decided = await decide_ending(
+            self._db, submission_id=turn.turn.submission_id, proposed=proposed
+        )
         if decided.ending == "exhausted":
             update: dict[str, object] = {"outcome": "error", "exhausted": True}
         else:
@@ -167,22 +170,22 @@ class TurnFinisher:
         logged = [chunk for _, chunk in read]
         if not closing_chunks(logged, turn, terminal_message):
             return
-        incident = await load_incident(self._db, submission_id=turn.submission_id)
+        incident = await load_incident(self._db, submission_id=turn.turn.submission_id)
         reason = turn.error_text or "recovery exhausted"
         await emit(
             self._db,
-            session_id=turn.session_id,
-            submission_id=turn.submission_id,
+            session_id=turn.turn.session_id,
+            submission_id=turn.turn.submission_id,
             type="chat.recovery.exhausted",
             reason=reason,
         )
         if agent is None:
             return
         context = ExhaustedContext(
-            incident_id=incident.incident_id if incident else turn.submission_id,
-            request_id=turn.submission_id,
-            stream_id=turn.assistant_message_id,
-            session_id=turn.session_id,
+            incident_id=incident.incident_id if incident else turn.turn.submission_id,
+            request_id=turn.turn.submission_id,
+            stream_id=turn.turn.assistant_message_id,
+            session_id=turn.turn.session_id,
             reason=reason,
             partial_text=reduce_chunks(logged).text(),
             terminal_message=terminal_message,

@@ -82,27 +82,29 @@ class ModelStepActivity(AgentActivity):
             writer = current_writer()
             inputs = await read_step_inputs(
                 self.db,
-                submission_id=step.submission_id,
-                message_id=step.assistant_message_id,
-                session_id=step.session_id,
+                submission_id=step.turn.submission_id,
+                message_id=step.turn.assistant_message_id,
+                session_id=step.turn.session_id,
                 # A retry reads the log only once it has fenced off earlier attempts (below).
                 with_log=writer.attempt == 1,
             )
             if inputs is None:
-                raise submission_gone(step.submission_id)
+                raise submission_gone(step.turn.submission_id)
             submission = inputs.submission
             refuse_if_stopped(submission)
             bind_ids(tenant_id=submission.tenant_id)
-            agent = await self._agent(step.agent, submission.tenant_id)
+            agent = await self._agent(step.turn.agent, submission.tenant_id)
             token = bind_stash(stash_writer(self.db, submission.id))
             try:
                 with fenced():
                     # Fence off earlier attempts before reading the log they may still write to.
-                    await self.claim(step.assistant_message_id)
+                    await self.claim(step.turn.assistant_message_id)
                     if writer.attempt > 1:
-                        inputs.log = await load_log(self.db, message_id=step.assistant_message_id)
+                        inputs.log = await load_log(
+                            self.db, message_id=step.turn.assistant_message_id
+                        )
                     chunks = self.appender.writer(
-                        message_id=step.assistant_message_id,
+                        message_id=step.turn.assistant_message_id,
                         writer=writer,
                         submission_id=submission.id,
                     )
@@ -164,7 +166,7 @@ class ModelStepActivity(AgentActivity):
             run.inputs.path,
             boot_history=_boot_history(boot, run.submission),
             state=state,
-            message_id=run.step.assistant_message_id,
+            message_id=run.step.turn.assistant_message_id,
         )
         seen = Overlaid(run.inputs.summary, conversation)
         chunker = await self._caller.call(run, plan, log_step, seen)
@@ -208,7 +210,7 @@ class ModelStepActivity(AgentActivity):
                 cursor=run.submission.provider_cursor,
                 log_step=log_step,
             ),
-            stream_id=stream_id_of(run.step.assistant_message_id, log_step),
+            stream_id=stream_id_of(run.step.turn.assistant_message_id, log_step),
         )
 
     async def _over_budget(self, agent: Agent, submission_id: str) -> bool:
@@ -233,7 +235,7 @@ class ModelStepActivity(AgentActivity):
                 raise
         if first_attempt_wrote_nothing:
             # `start` always opens the log, even when a recovery notice follows at once.
-            steplog.add([start_chunk(step.assistant_message_id, step.submission_id)])
+            steplog.add([start_chunk(step.turn.assistant_message_id, step.turn.submission_id)])
             await run_hook(
                 "on_turn_start",
                 lambda: agent.on_turn_start(run.context),
@@ -254,8 +256,8 @@ class ModelStepActivity(AgentActivity):
                 run.agent,
                 steplog.reduction,
                 db=self.db,
-                session_id=step.session_id,
-                submission_id=step.submission_id,
+                session_id=step.turn.session_id,
+                submission_id=step.turn.submission_id,
             )
         )
         state = steplog.state(step.step)
@@ -342,9 +344,9 @@ def _step_usage(run: StepRun, finish: Finish | None, log_step: int) -> StepUsage
         step=log_step,
         attempt=run.attempt,
         tenant_id=run.submission.tenant_id,
-        session_id=run.step.session_id,
+        session_id=run.step.turn.session_id,
         chat_id=run.submission.chat_id,
-        agent=run.step.agent,
+        agent=run.step.turn.agent,
         model=run.model,
         usage=usage,
     )

@@ -95,13 +95,15 @@ class ParkTurnActivity(AgentActivity):
     async def park_turn(self, turn: ParkTurnInput) -> ParkTurnResult:
         # A local activity (a few store writes): no heartbeat, and a dead worker fails the
         # workflow task, so the next worker parks the turn again (idempotent).
-        agent = self.agent(turn.agent)
+        agent = self.agent(turn.turn.agent)
         with fenced():
-            writer = await self.claim(turn.assistant_message_id)
-            reduction = reduce_chunks(await load_log(self.db, message_id=turn.assistant_message_id))
-            submission = await get_submission(self.db, turn.submission_id)
+            writer = await self.claim(turn.turn.assistant_message_id)
+            reduction = reduce_chunks(
+                await load_log(self.db, message_id=turn.turn.assistant_message_id)
+            )
+            submission = await get_submission(self.db, turn.turn.submission_id)
             if submission is None:
-                raise submission_gone(turn.submission_id)
+                raise submission_gone(turn.turn.submission_id)
             offered = (await turn_tools(agent, self.toolbox)).tools
             client_tools = turn_client_tools(agent, submission, offered)
             requests = [
@@ -111,18 +113,18 @@ class ParkTurnActivity(AgentActivity):
             ]
             rows = await park(
                 self.db,
-                submission_id=turn.submission_id,
-                message_id=turn.assistant_message_id,
+                submission_id=turn.turn.submission_id,
+                message_id=turn.turn.assistant_message_id,
                 requests=requests,
                 finish=None if reduction.parked else PARK_FINISH,
                 writer=writer,
             )
-        self.bus.publish(turn.assistant_message_id)
+        self.bus.publish(turn.turn.assistant_message_id)
         at = now()
         await emit(
             self.db,
-            session_id=turn.session_id,
-            submission_id=turn.submission_id,
+            session_id=turn.turn.session_id,
+            submission_id=turn.turn.submission_id,
             type="chat.turn.waiting",
             waits=[
                 {"kind": row.kind, "id": row.id, "toolCallId": row.tool_call_id} for row in rows
@@ -169,24 +171,26 @@ class ResumeTurnActivity(AgentActivity):
     @activity.defn(name=RESUME_TURN_ACTIVITY)
     async def resume_turn(self, turn: ResumeTurnInput) -> ResumeTurnResult:
         # A local activity, as the park is.
-        agent = self.agent(turn.agent)
+        agent = self.agent(turn.turn.agent)
         with fenced():
-            writer = await self.claim(turn.assistant_message_id)
+            writer = await self.claim(turn.turn.assistant_message_id)
             # The workflow resumes once each wait is answered or out of time: those still
             # pending are out of time (an answer stored meanwhile wins: it is not pending).
             await expire_waits(self.db, wait_ids=turn.wait_ids, reason=EXPIRED_REASON)
             rows = await waits_by_id(self.db, turn.wait_ids)
-            reduction = reduce_chunks(await load_log(self.db, message_id=turn.assistant_message_id))
+            reduction = reduce_chunks(
+                await load_log(self.db, message_id=turn.turn.assistant_message_id)
+            )
             offered = (await turn_tools(agent, self.toolbox)).tools
             chunks, run = _resumption(agent, offered, turn, reduction, rows)
             if chunks:
                 await append_chunks(
                     self.db,
-                    message_id=turn.assistant_message_id,
+                    message_id=turn.turn.assistant_message_id,
                     chunks=chunks,
                     writer=writer,
                 )
-        self.bus.publish(turn.assistant_message_id)
+        self.bus.publish(turn.turn.assistant_message_id)
         return ResumeTurnResult(run=run)
 
 
@@ -200,7 +204,7 @@ def _resumption(
     """The continuation's first chunks (none again on a retry) and the approved calls to run."""
     chunks: list[Chunk] = []
     if reduction.terminal is not None:
-        chunks.append(start_chunk(turn.assistant_message_id, turn.submission_id))
+        chunks.append(start_chunk(turn.turn.assistant_message_id, turn.turn.submission_id))
     run: list[ToolCallRef] = []
     for row in rows:
         part = reduction.tool_part(row.tool_call_id)

@@ -14,7 +14,7 @@ from activities.events import emit
 from activities.fiber_sweep import sweep_fibers
 from activities.finish import TurnFinisher
 from perdure.domain.names import RECONCILE_ACTIVITY
-from perdure.domain.payloads import FinishTurnInput, ReconcileInput, ReconcileReport
+from perdure.domain.payloads import FinishTurnInput, ReconcileInput, ReconcileReport, TurnRef
 from perdure.turn_control.client import turn_state
 from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.chunks import LogWriter
@@ -60,10 +60,12 @@ class ReconcileActivity(StoreActivity):
             elif state != "RUNNING":
                 await self.finisher.finish(
                     FinishTurnInput(
-                        submission_id=submission.id,
-                        session_id=submission.session_id,
-                        assistant_message_id=submission.assistant_message_id,
-                        agent=submission.agent,
+                        turn=TurnRef(
+                            submission_id=submission.id,
+                            session_id=submission.session_id,
+                            assistant_message_id=submission.assistant_message_id,
+                            agent=submission.agent,
+                        ),
                         outcome="aborted" if submission.cancel_requested_at else "error",
                         error_text=None
                         if submission.cancel_requested_at

@@ -212,7 +212,7 @@ class RecoveryGate:
             attempt=incident.attempt,
             max_attempts=run.agent.recovery.max_attempts,
             kind=incident.kind,
-            stream_id=run.step.assistant_message_id,
+            stream_id=run.step.turn.assistant_message_id,
             request_id=submission.id,
             session_id=submission.session_id,
             partial_text=reduction.text(),
@@ -285,7 +285,7 @@ class RecoveryGate:
     ) -> BootDecision:
         """What a plan other than the default changes: the history (kept for the rest of the
         turn), the partial, the results of its pending calls."""
-        message_id, history = run.step.assistant_message_id, run.inputs.path
+        message_id, history = run.step.turn.assistant_message_id, run.inputs.path
         planned_partial = chain[-1] if chain and chain[-1].id == message_id else None
         before = [m for m in chain if m.id != message_id]
         if before != history and not await save_boot_history(
@@ -326,5 +326,5 @@ def _partial(run: StepRun) -> UIMessage | None:
     if not parts:
         return None
     return UIMessage.model_validate(
-        {"id": run.step.assistant_message_id, "role": "assistant", "parts": parts}
+        {"id": run.step.turn.assistant_message_id, "role": "assistant", "parts": parts}
     )

@@ -62,8 +62,8 @@ class _Compaction:
             model=plan.provider_model,
             system=plan.system,
             current=self.current,
-            session_id=run.step.session_id,
-            submission_id=run.step.submission_id,
+            session_id=run.step.turn.session_id,
+            submission_id=run.step.turn.submission_id,
             reason=reason,
         )
         if shorter is None:
@@ -94,7 +94,7 @@ class StepCaller:
         call = StepCall(run=run, plan=plan, log_step=log_step, stall=stall)
         with genai_spans.model_call(
             plan.model,
-            session_id=run.step.session_id,
+            session_id=run.step.turn.session_id,
             max_output_tokens=request.max_output_tokens,
             step=log_step,
             attempt=run.attempt,
@@ -157,8 +157,8 @@ class StepCaller:
         await run.writer.flush()
         await emit(
             self._db,
-            session_id=run.step.session_id,
-            submission_id=run.step.submission_id,
+            session_id=run.step.turn.session_id,
+            submission_id=run.step.turn.submission_id,
             type="chat.stream.stalled",
             stallTimeoutSeconds=call.stall,
             step=call.log_step,
@@ -181,7 +181,7 @@ class _Fallbacks:
         if request.resume is not None and not error.retryable:
             # The failed re-attach may have streamed more of the step: continue from what
             # the log holds now, not from where this attempt began.
-            logged = await load_log(self._db, message_id=run.step.assistant_message_id)
+            logged = await load_log(self._db, message_id=run.step.turn.assistant_message_id)
             prefill = step_state(reduce_chunks(logged), run.step.step).prefill
             request = request.model_copy(update={"resume": None, "prefill": prefill})
             log.warning(

@@ -78,30 +78,30 @@ class SubAgentActivities(AgentActivity):
         with fenced():
             await append_chunks(
                 self.db,
-                message_id=call.assistant_message_id,
+                message_id=call.turn.assistant_message_id,
                 chunks=chunks,
                 writer=current_writer(),
             )
-        self.bus.publish(call.assistant_message_id)
+        self.bus.publish(call.turn.assistant_message_id)
 
     @activity.defn(name=START_SUB_TURN_ACTIVITY)
     async def start_sub_turn(self, call: SubTurnInput) -> SubTurnStart:
         async with heartbeating():
-            agent = self.agent(call.agent)
+            agent = self.agent(call.turn.agent)
             sub_agent = agent.sub_agent(call.tool_name)
             if sub_agent is None:
                 raise ApplicationError(
                     f"{call.tool_name} is not a sub-agent of {agent.name}", non_retryable=True
                 )
             with fenced():
-                await self.claim(call.assistant_message_id)
-            logged = await load_log(self.db, message_id=call.assistant_message_id)
+                await self.claim(call.turn.assistant_message_id)
+            logged = await load_log(self.db, message_id=call.turn.assistant_message_id)
             reduction = reduce_chunks(logged)
             part = reduction.tool_part(call.tool_call_id)
-            parent = await get_submission(self.db, call.submission_id)
+            parent = await get_submission(self.db, call.turn.submission_id)
             if part is None or parent is None:
                 raise ApplicationError(
-                    f"tool call {call.tool_call_id} of {call.submission_id} is gone",
+                    f"tool call {call.tool_call_id} of {call.turn.submission_id} is gone",
                     non_retryable=True,
                 )
             task = _task_of(part)
@@ -110,7 +110,7 @@ class SubAgentActivities(AgentActivity):
                 if not is_settled(part):
                     await self._append(call, [tool_error_chunk(call.tool_call_id, refusal or "")])
                 return SubTurnStart()
-            chat_id, message_id = child_ids(call.submission_id, call.tool_call_id)
+            chat_id, message_id = child_ids(call.turn.submission_id, call.tool_call_id)
             child = await self.lifecycle.record(
                 NewSubmission(
                     tenant_id=parent.tenant_id,
@@ -123,10 +123,10 @@ class SubAgentActivities(AgentActivity):
                             "parts": [{"type": "text", "text": task}],
                         }
                     ),
-                    idempotency_key=f"sub-agent:{call.submission_id}:{call.tool_call_id}",
+                    idempotency_key=f"sub-agent:{call.turn.submission_id}:{call.tool_call_id}",
                     options=SubmissionOptions(
                         parent=ParentCall(
-                            session_id=call.session_id, tool_call_id=call.tool_call_id
+                            session_id=call.turn.session_id, tool_call_id=call.tool_call_id
                         )
                     ),
                 )
@@ -147,7 +147,7 @@ class SubAgentActivities(AgentActivity):
         """Why the call cannot start a child (told to the model as the call's error)."""
         if task is None:
             return "the sub-agent needs a non-empty `task`"
-        if await session_depth(self.db, session_id=call.session_id) >= MAX_DEPTH:
+        if await session_depth(self.db, session_id=call.turn.session_id) >= MAX_DEPTH:
             return f"sub-agents nest at most {MAX_DEPTH} deep"
         return None
 
@@ -155,10 +155,10 @@ class SubAgentActivities(AgentActivity):
     async def relay_sub_turn(self, relay: RelaySubTurnInput) -> RelaySubTurnResult:
         async with heartbeating():
             call = relay.call
-            agent = self.agent(call.agent)
+            agent = self.agent(call.turn.agent)
             with fenced():
-                await self.claim(call.assistant_message_id)
-            logged = await load_log(self.db, message_id=call.assistant_message_id)
+                await self.claim(call.turn.assistant_message_id)
+            logged = await load_log(self.db, message_id=call.turn.assistant_message_id)
             part = reduce_chunks(logged).tool_part(call.tool_call_id)
             if part is None or is_settled(part):
                 return RelaySubTurnResult(settled=True)

@@ -37,19 +37,24 @@ class ToolCallActivity(AgentActivity):
     async def run_tool(self, call: RunToolInput) -> None:
         async with heartbeating():
             with fenced():
-                writer = await self.claim(call.assistant_message_id)
+                writer = await self.claim(call.turn.assistant_message_id)
                 chunk = await self._run(call)
                 if chunk is None:
                     return
                 await append_chunks(
-                    self.db, message_id=call.assistant_message_id, chunks=[chunk], writer=writer
+                    self.db,
+                    message_id=call.turn.assistant_message_id,
+                    chunks=[chunk],
+                    writer=writer,
                 )
-            self.bus.publish(call.assistant_message_id)
+            self.bus.publish(call.turn.assistant_message_id)
 
     async def _run(self, call: RunToolInput) -> Chunk | None:
         """The chunk that settles the call, or None when an earlier attempt settled it."""
-        agent = self.agent(call.agent)
-        reduction = reduce_chunks(await load_log(self.db, message_id=call.assistant_message_id))
+        agent = self.agent(call.turn.agent)
+        reduction = reduce_chunks(
+            await load_log(self.db, message_id=call.turn.assistant_message_id)
+        )
         part = reduction.tool_part(call.tool_call_id)
         if part is None:
             raise ApplicationError(
@@ -67,9 +72,9 @@ class ToolCallActivity(AgentActivity):
                 type="NonIdempotentToolInterrupted",
                 non_retryable=True,
             )
-        submission = await get_submission(self.db, call.submission_id)
+        submission = await get_submission(self.db, call.turn.submission_id)
         if submission is None:
-            raise submission_gone(call.submission_id)
+            raise submission_gone(call.turn.submission_id)
         refuse_if_stopped(submission)
         bind_ids(tenant_id=submission.tenant_id)
         context = ToolContext(
@@ -79,7 +84,7 @@ class ToolCallActivity(AgentActivity):
             tool_call_id=call.tool_call_id,
             agent=agent.name,
         )
-        token = bind_stash(stash_writer(self.db, call.submission_id))
+        token = bind_stash(stash_writer(self.db, call.turn.submission_id))
         try:
             if definition is None:
                 return tool_error_chunk(call.tool_call_id, offered.missing(name))

@@ -93,7 +93,7 @@ def instrument() -> None:
         lifecycle_module,
         "start_turn",
         after=lambda result, client, turn, **k: _mark(
-            turn.input.assistant_message_id, "workflow started"
+            turn.input.turn.assistant_message_id, "workflow started"
         ),
     )
     _wrap_async(

@@ -4,7 +4,7 @@ debounce is over), and the recovery plans that reorder or skip what waits."""
 
 from sqlmodel import Session, col, select
 
-from perdure.domain.payloads import FinishTurnInput
+from perdure.domain.payloads import FinishTurnInput, TurnRef
 from perdure.domain.turn_chunks import closing_chunks
 from storage.chunks import LogWriter, insert_chunks
 from storage.db import Database
@@ -144,10 +144,12 @@ def _skip(
     closing = closing_chunks(
         [],
         FinishTurnInput(
-            submission_id=skipped.id,
-            session_id=skipped.session_id,
-            assistant_message_id=skipped.assistant_message_id,
-            agent=skipped.agent,
+            turn=TurnRef(
+                submission_id=skipped.id,
+                session_id=skipped.session_id,
+                assistant_message_id=skipped.assistant_message_id,
+                agent=skipped.agent,
+            ),
             outcome="skipped",
         ),
         terminal_message="",

@@ -218,7 +218,7 @@ class TurnWorkflow:
             if not decided():
                 admission: AdmitDebouncedResult = await workflow.execute_local_activity(
                     ADMIT_DEBOUNCED_ACTIVITY,
-                    AdmitDebouncedInput(submission_id=turn.submission_id),
+                    AdmitDebouncedInput(submission_id=turn.turn.submission_id),
                     result_type=AdmitDebouncedResult,
                     start_to_close_timeout=policies.PARKING_TIMEOUT,
                     retry_policy=policies.PARKING_RETRY,
@@ -239,10 +239,7 @@ class TurnWorkflow:
     async def _run_finish(self, turn: TurnInput, ending: _Ending) -> FinishTurnResult | None:
         """None from turns recorded before the finish returned the store's outcome."""
         finish = FinishTurnInput(
-            submission_id=turn.submission_id,
-            session_id=turn.session_id,
-            assistant_message_id=turn.assistant_message_id,
-            agent=turn.agent,
+            turn=turn.turn,
             outcome=ending.outcome,
             finish_reason=ending.finish_reason,
             error_text=ending.error_text,
@@ -273,13 +270,7 @@ class TurnWorkflow:
         while True:
             result: ModelStepResult = await workflow.execute_activity(
                 MODEL_STEP_ACTIVITY,
-                ModelStepInput(
-                    submission_id=turn.submission_id,
-                    session_id=turn.session_id,
-                    assistant_message_id=turn.assistant_message_id,
-                    agent=turn.agent,
-                    step=self._steps,
-                ),
+                ModelStepInput(turn=turn.turn, step=self._steps),
                 result_type=ModelStepResult,
                 start_to_close_timeout=policies.MODEL_STEP_TIMEOUT,
                 heartbeat_timeout=policies.HEARTBEAT_TIMEOUT,
@@ -308,7 +299,7 @@ class TurnWorkflow:
     def _step_summary(self, turn: TurnInput) -> str:
         """The model is known once a step has run (only the worker resolves an agent's)."""
         model = f" · {self._model}" if self._model else ""
-        return f"model step {self._steps} · agent {turn.agent}{model}"
+        return f"model step {self._steps} · agent {turn.turn.agent}{model}"
 
     async def _run_tools(self, turn: TurnInput, calls: list[ToolCallRef]) -> None:
         await asyncio.gather(
@@ -323,10 +314,7 @@ class TurnWorkflow:
         its answer streams into the call's output as it comes and ends as the call's result.
         Stopping this turn stops the child (cancelling the child's handle cancels it)."""
         sub_call = SubTurnInput(
-            submission_id=turn.submission_id,
-            session_id=turn.session_id,
-            assistant_message_id=turn.assistant_message_id,
-            agent=turn.agent,
+            turn=turn.turn,
             tool_call_id=call.tool_call_id,
             tool_name=call.tool_name,
         )
@@ -345,8 +333,8 @@ class TurnWorkflow:
         handle = await self._start_child(call, child, started.labels)
         relay = RelaySubTurnInput(
             call=sub_call,
-            child_submission_id=child.submission_id,
-            child_message_id=child.assistant_message_id,
+            child_submission_id=child.turn.submission_id,
+            child_message_id=child.turn.assistant_message_id,
         )
         try:
             await self._follow_child(relay, handle)
@@ -372,7 +360,7 @@ class TurnWorkflow:
         return await workflow.start_child_workflow(
             TURN_WORKFLOW,
             child,
-            id=turn_workflow_id(child.submission_id),
+            id=turn_workflow_id(child.turn.submission_id),
             result_type=TurnResult,
             run_timeout=policies.SUB_TURN_TIMEOUT,
             # However this turn ends, the child ends through its own finish (never terminated
@@ -380,7 +368,7 @@ class TurnWorkflow:
             parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
             static_summary=f"sub-agent {call.sub_agent}: "
             f"{labels.summary if labels else call.tool_call_id}",
-            memo={"session_id": child.session_id, "parent_tool_call_id": call.tool_call_id},
+            memo={"session_id": child.turn.session_id, "parent_tool_call_id": call.tool_call_id},
             search_attributes=attributes,
         )
 
@@ -421,17 +409,11 @@ class TurnWorkflow:
         """End the stream for now, wait in the workflow (no activity, no worker slot, no
         recovery budget) until each call is answered or out of time, and return the approved
         calls to run."""
-        ids = {
-            "submission_id": turn.submission_id,
-            "session_id": turn.session_id,
-            "assistant_message_id": turn.assistant_message_id,
-            "agent": turn.agent,
-        }
         # Park and resume are local activities: a few store writes each, in the workflow
         # task itself (no activity task through the server: an answer reaches its tool sooner).
         parked: ParkTurnResult = await workflow.execute_local_activity(
             PARK_TURN_ACTIVITY,
-            ParkTurnInput(**ids, tool_call_ids=[call.tool_call_id for call in calls]),
+            ParkTurnInput(turn=turn.turn, tool_call_ids=[call.tool_call_id for call in calls]),
             result_type=ParkTurnResult,
             start_to_close_timeout=policies.PARKING_TIMEOUT,
             retry_policy=policies.PARKING_RETRY,
@@ -442,7 +424,7 @@ class TurnWorkflow:
         await self._wait_for_answers(parked.waits)
         resumed: ResumeTurnResult = await workflow.execute_local_activity(
             RESUME_TURN_ACTIVITY,
-            ResumeTurnInput(**ids, wait_ids=self._waiting),
+            ResumeTurnInput(turn=turn.turn, wait_ids=self._waiting),
             result_type=ResumeTurnResult,
             start_to_close_timeout=policies.PARKING_TIMEOUT,
             retry_policy=policies.PARKING_RETRY,
@@ -460,7 +442,7 @@ class TurnWorkflow:
             return
         try:
             await workflow.get_external_workflow_handle(parent.workflow_id).signal(
-                SUB_TURN_RESUMED_SIGNAL, turn.submission_id
+                SUB_TURN_RESUMED_SIGNAL, turn.turn.submission_id
             )
         except Exception as error:  # noqa: BLE001 - the parent may have ended meanwhile
             workflow.logger.info("could not tell the parent turn: %s", error)
@@ -490,13 +472,7 @@ class TurnWorkflow:
         try:
             await workflow.execute_activity(
                 RUN_TOOL_ACTIVITY,
-                RunToolInput(
-                    submission_id=turn.submission_id,
-                    session_id=turn.session_id,
-                    assistant_message_id=turn.assistant_message_id,
-                    agent=turn.agent,
-                    tool_call_id=call.tool_call_id,
-                ),
+                RunToolInput(turn=turn.turn, tool_call_id=call.tool_call_id),
                 start_to_close_timeout=policies.TOOL_TIMEOUT,
                 heartbeat_timeout=policies.HEARTBEAT_TIMEOUT,
                 retry_policy=retry,

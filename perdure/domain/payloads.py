@@ -4,20 +4,46 @@ Activities load what they need from the store by these ids, so workflow history 
 O(steps) however long a conversation grows.
 """
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from perdure.domain.turn_labels import TurnLabels
 
 Outcome = Literal["completed", "aborted", "error", "skipped"]
 
 
-class TurnInput(BaseModel):
+class TurnRef(BaseModel):
+    """A turn's identity: the ids its submission, its answer's log and its agent are found by."""
+
+    model_config = ConfigDict(frozen=True)
+
     submission_id: str
     session_id: str
     assistant_message_id: str
     agent: str
+
+
+TURN_REF_FIELDS = tuple(TurnRef.model_fields)
+
+
+class OfTurn(BaseModel):
+    """A payload about one turn, named by `turn`."""
+
+    turn: TurnRef
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_flat_ids(cls, data: Any) -> Any:
+        """Payloads recorded before `turn` (histories, workflows started by older code) carry
+        its ids flat, beside the payload's own fields."""
+        if isinstance(data, dict) and "turn" not in data and "submission_id" in data:
+            data = dict(data)
+            data["turn"] = {name: data.pop(name) for name in TURN_REF_FIELDS if name in data}
+        return data
+
+
+class TurnInput(OfTurn):
     admitted: bool = False
     """True when the gateway already claimed the session; otherwise wait for the admit signal."""
     admit_at: float | None = None
@@ -33,11 +59,7 @@ class TurnResult(BaseModel):
     """Why the turn ended in error: what the Temporal UI shows as the workflow's result."""
 
 
-class ModelStepInput(BaseModel):
-    submission_id: str
-    session_id: str
-    assistant_message_id: str
-    agent: str
+class ModelStepInput(OfTurn):
     step: int = Field(ge=0)
     """The step's index in the answer's log (steps are counted there and nowhere else);
     retries keep it, so an attempt can tell a step an earlier attempt opened (or finished)
@@ -71,19 +93,11 @@ class ModelStepResult(BaseModel):
     run, and the turn ends with `budget`."""
 
 
-class RunToolInput(BaseModel):
-    submission_id: str
-    session_id: str
-    assistant_message_id: str
-    agent: str
+class RunToolInput(OfTurn):
     tool_call_id: str
 
 
-class ParkTurnInput(BaseModel):
-    submission_id: str
-    session_id: str
-    assistant_message_id: str
-    agent: str
+class ParkTurnInput(OfTurn):
     tool_call_ids: list[str] = Field(min_length=1)
 
 
@@ -98,11 +112,7 @@ class ParkTurnResult(BaseModel):
     waits: list[WaitRef]
 
 
-class ResumeTurnInput(BaseModel):
-    submission_id: str
-    session_id: str
-    assistant_message_id: str
-    agent: str
+class ResumeTurnInput(OfTurn):
     wait_ids: list[str]
     """Every wait of the park; those still unanswered have run out of time."""
 
@@ -112,13 +122,9 @@ class ResumeTurnResult(BaseModel):
     """Approved calls: the workflow runs them as if the model had just made them."""
 
 
-class SubTurnInput(BaseModel):
-    """A sub-agent call of the parent turn these ids name."""
+class SubTurnInput(OfTurn):
+    """A sub-agent call of the parent turn `turn`."""
 
-    submission_id: str
-    session_id: str
-    assistant_message_id: str
-    agent: str
     tool_call_id: str
     tool_name: str
 
@@ -143,11 +149,7 @@ class RelaySubTurnResult(BaseModel):
     """False when the child parked (it waits for its own approvals): settle after it ends."""
 
 
-class FinishTurnInput(BaseModel):
-    submission_id: str
-    session_id: str
-    assistant_message_id: str
-    agent: str
+class FinishTurnInput(OfTurn):
     outcome: Outcome
     finish_reason: str | None = None
     error_text: str | None = Field(default=None, max_length=4000)

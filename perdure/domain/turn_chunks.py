@@ -79,7 +79,7 @@ def closing_chunks(
     closing: list[Chunk] = []
     if not logged or reduction.parked:
         # A parked turn's stream ended at its park: the ending is a continuation of its own.
-        closing.append(start_chunk(turn.assistant_message_id, turn.submission_id))
+        closing.append(start_chunk(turn.turn.assistant_message_id, turn.turn.submission_id))
     completed = turn.outcome == "completed" and not turn.exhausted
     budget = completed and turn.finish_reason == BUDGET
     ending = "exhausted" if turn.exhausted else BUDGET if budget else turn.outcome

@@ -88,10 +88,12 @@ def close_request(scope: RequestScope) -> None:
 
 
 def _id_of(args: Any, name: str) -> str | None:
+    """The id as an argument names it, or as its `turn` does (a turn's payloads)."""
     for arg in args:
-        value = getattr(arg, name, None)
-        if isinstance(value, str):
-            return value
+        for holder in (arg, getattr(arg, "turn", None)):
+            value = getattr(holder, name, None)
+            if isinstance(value, str):
+                return value
     return None
 
 

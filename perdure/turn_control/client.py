@@ -12,7 +12,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from perdure.domain.names import TURN_WORKFLOW, WAIT_ANSWERED_SIGNAL, turn_workflow_id
-from perdure.domain.payloads import TurnInput
+from perdure.domain.payloads import TurnInput, TurnRef
 from perdure.domain.turn_labels import TurnLabels, TurnStatus, message_summary, search_attributes
 from perdure.domain.turn_priority import priority_key_of
 from perdure.turn_control.fairness_keys import fairness_key
@@ -37,10 +37,12 @@ class TurnStart:
     def of(cls, submission: SubmissionRow) -> "TurnStart":
         return cls(
             input=TurnInput(
-                submission_id=submission.id,
-                session_id=submission.session_id,
-                assistant_message_id=submission.assistant_message_id,
-                agent=submission.agent,
+                turn=TurnRef(
+                    submission_id=submission.id,
+                    session_id=submission.session_id,
+                    assistant_message_id=submission.assistant_message_id,
+                    agent=submission.agent,
+                ),
                 admitted=submission.status == "running",
                 admit_at=submission.not_before if submission.status == "pending" else None,
             ),
@@ -63,10 +65,10 @@ class TurnStart:
 def _start_options(turn: TurnStart, task_queue: str) -> dict[str, Any]:
     """What every start of a turn's workflow shares, by gateway or by signal-with-start."""
     return {
-        "id": turn_workflow_id(turn.input.submission_id),
+        "id": turn_workflow_id(turn.input.turn.submission_id),
         "task_queue": task_queue,
         "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
-        "memo": {"session_id": turn.input.session_id},
+        "memo": {"session_id": turn.input.turn.session_id},
         "static_summary": turn.labels.summary,
         "search_attributes": search_attributes(turn.labels, turn.status),
         "run_timeout": RUN_TIMEOUT,

@@ -10,7 +10,7 @@ import pytest
 import activities.finish
 from activities.finish import TurnFinisher
 from perdure.agents_registry import load_agents
-from perdure.domain.payloads import FinishTurnInput
+from perdure.domain.payloads import FinishTurnInput, TurnRef
 from perdure.domain.ui import Chunk, UIMessage
 from perdure.testing.chat_client import user_message
 from perdure.turn_control.lifecycle import SubmissionLifecycle
@@ -68,10 +68,12 @@ async def test_chunks_written_after_the_finish_began_are_in_the_stored_answer(
 
     await finisher.finish(
         FinishTurnInput(
-            submission_id=submission.id,
-            session_id=submission.session_id,
-            assistant_message_id=message_id,
-            agent="default",
+            turn=TurnRef(
+                submission_id=submission.id,
+                session_id=submission.session_id,
+                assistant_message_id=message_id,
+                agent="default",
+            ),
             outcome="aborted",
         ),
         writer=LogWriter(key="activity:finish", attempt=1),

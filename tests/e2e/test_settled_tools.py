@@ -10,7 +10,7 @@ from activities.tool_call import ToolCallActivity
 from activities.turn_tools import ToolSources
 from activities.workspace_tools import WorkspaceTools
 from perdure.agents_registry import load_agents
-from perdure.domain.payloads import RunToolInput
+from perdure.domain.payloads import RunToolInput, TurnRef
 from perdure.domain.ui import UIMessage
 from perdure.runtime.settings import Settings
 from perdure.testing.agents import chat as agents
@@ -76,10 +76,12 @@ async def test_a_retry_after_a_crash_that_followed_an_idempotent_tools_result_ru
     await retry.run(
         tool.run_tool,
         RunToolInput(
-            submission_id=submission.id,
-            session_id=submission.session_id,
-            assistant_message_id=message_id,
-            agent="counting-tools",
+            turn=TurnRef(
+                submission_id=submission.id,
+                session_id=submission.session_id,
+                assistant_message_id=message_id,
+                agent="counting-tools",
+            ),
             tool_call_id="call-1",
         ),
     )

@@ -35,6 +35,7 @@ from perdure.domain.payloads import (
     RunToolInput,
     ToolCallRef,
     TurnInput,
+    TurnRef,
 )
 from workflows.turn import TurnWorkflow
 
@@ -116,10 +117,12 @@ async def start_turn(client: Client, queue: str) -> WorkflowHandle[TurnWorkflow,
     return await client.start_workflow(
         TURN_WORKFLOW,
         TurnInput(
-            submission_id=submission,
-            session_id=f"session-{submission[:8]}",
-            assistant_message_id=f"msg_{submission[:24]}",
-            agent="default",
+            turn=TurnRef(
+                submission_id=submission,
+                session_id=f"session-{submission[:8]}",
+                assistant_message_id=f"msg_{submission[:24]}",
+                agent="default",
+            ),
             admitted=True,
         ),
         id=f"turn-{submission}",
