@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from perdure.testing.chat_client import counting, read_stream, send
+from tests.waiting import eventually
 
 T = TypeVar("T")
 
@@ -126,7 +127,6 @@ async def test_a_cursor_resume_of_a_turn_that_ended_meanwhile_gets_the_rest(
 ) -> None:
     session = new_session()
     first = await send(http, session, "@count 30 @delay 5", stop_after=5)
-    await asyncio.sleep(0.1)
     await wait_idle(http, session)
 
     # a bare seq (the id format before ids named their turn) still resumes the latest turn
@@ -167,7 +167,7 @@ async def test_two_messages_sent_at_once_run_one_after_the_other_in_order(
     session = new_session()
     first, second = await asyncio.gather(
         send(http, session, "@count 30 @delay 5", message_id="first"),
-        later(0.05, send(http, session, "@count 5", message_id="second")),
+        once_recorded(http, session, send(http, session, "@count 5", message_id="second")),
     )
 
     assert first.text() == counting(30)
@@ -212,29 +212,37 @@ async def test_an_idempotency_key_header_deduplicates_submissions(
     assert len(history) == 2
 
 
-async def later(seconds: float, call: Awaitable[T]) -> T:
-    await asyncio.sleep(seconds)
+async def once_recorded(http: httpx.AsyncClient, session: str, call: Awaitable[T]) -> T:
+    """`call`, once the session's first submission is recorded (so it comes second)."""
+
+    async def recorded() -> bool:
+        response = await http.get(f"/v1/sessions/{session}/submissions")
+        return response.status_code == 200 and response.json()["count"] >= 1
+
+    await eventually(recorded, what=f"a submission recorded in {session}")
     return await call
 
 
 async def wait_for_text(http: httpx.AsyncClient, session: str) -> None:
-    for _ in range(500):
+    async def streamed_text() -> bool:
         response = await http.get(f"/api/chat/{session}/messages")
-        if response.status_code == 200:
-            history = response.json()
-            if history and history[-1]["role"] == "assistant":
-                if any(p["type"] == "text" and p["text"] for p in history[-1]["parts"]):
-                    return
-        await asyncio.sleep(0.02)
-    raise AssertionError("no text streamed within 10 s")
+        if response.status_code != 200:
+            return False
+        history = response.json()
+        return (
+            bool(history)
+            and history[-1]["role"] == "assistant"
+            and any(p["type"] == "text" and p["text"] for p in history[-1]["parts"])
+        )
+
+    await eventually(streamed_text, what=f"text streamed in {session}")
 
 
 async def wait_idle(http: httpx.AsyncClient, session: str) -> None:
-    for _ in range(500):
-        if (await http.get(f"/v1/sessions/{session}")).json()["status"] == "idle":
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("session still running after 10 s")
+    async def idle() -> bool:
+        return bool((await http.get(f"/v1/sessions/{session}")).json()["status"] == "idle")
+
+    await eventually(idle, what=f"session {session} idle")
 
 
 async def test_a_rate_limited_provider_is_retried_and_the_answer_completes(

@@ -157,7 +157,7 @@ async def test_while_several_turns_stream_their_deltas_gather_for_the_interval(
     for text in ("b", "c", "d"):  # each after the previous flush, inside the interval
         for writer in writers:
             writer.add([part_delta(text)])
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # the scenario: deltas arriving over the interval
     await asyncio.gather(*(writer.flush() for writer in writers))
 
     assert appender.flushes == 2

@@ -16,6 +16,7 @@ from storage.chunks import LogWriter, append_chunks
 from storage.db import Database
 from storage.log_watch import Follow, LogWatcher
 from storage.pg_listener import CHANNEL, listen_forever
+from tests.waiting import eventually
 
 WRITER = LogWriter("test", 1)
 
@@ -56,6 +57,29 @@ def counted_reads(db: Database) -> Iterator[list[int]]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(log_watch, "read_new_rows", counting)
         yield reads
+
+
+@contextlib.contextmanager
+def reads_of(message_id: str) -> Iterator[list[int]]:
+    """The rows each finished read of new rows found in `message_id`'s log (only the reads
+    that asked for it: a watcher of the test's own stack reads other logs meanwhile)."""
+    found: list[int] = []
+    real = log_watch.read_new_rows
+
+    def counting(connection: Connection, after: dict[str, int]) -> Any:
+        rows = real(connection, after)
+        if message_id in after:
+            found.append(len(rows.get(message_id, ())))
+        return rows
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(log_watch, "read_new_rows", counting)
+        yield found
+
+
+async def first_read(reads: list[int]) -> None:
+    """Until a follow's first read (of an empty log) is done."""
+    await eventually(lambda: reads, what="the follow's first read")
 
 
 @contextlib.contextmanager
@@ -121,7 +145,7 @@ async def test_polling_costs_one_query_a_tick_however_many_streams_wait(store: D
         async with watching(store, reliable=False, poll_interval=0.05) as watcher:
             for _ in range(100):
                 stack.enter_context(watcher.follow(new_log(), after=-1))
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # the span the queries are counted over: a rate
 
     assert 3 <= len(statements) <= 12, f"{len(statements)} queries in 0.5 s for 100 streams"
 
@@ -129,7 +153,7 @@ async def test_polling_costs_one_query_a_tick_however_many_streams_wait(store: D
 async def test_nothing_is_read_while_nothing_is_followed(store: Database) -> None:
     with counted_reads(store) as reads:
         async with watching(store, reliable=False, poll_interval=0.01):
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # nothing may happen: 20 poll intervals of it
 
     assert reads == []
 
@@ -173,8 +197,8 @@ async def test_without_a_reliable_bus_an_announced_log_is_read_before_the_next_p
 ) -> None:
     message_id = new_log()
     async with watching(store, reliable=False, poll_interval=60.0) as watcher:
-        with watcher.follow(message_id, after=-1) as follow:
-            await asyncio.sleep(0.05)  # the follow's first read
+        with reads_of(message_id) as reads, watcher.follow(message_id, after=-1) as follow:
+            await first_read(reads)
             await append_chunks(store, message_id=message_id, chunks=[delta(1)], writer=WRITER)
             watcher.bus.publish(message_id)  # this process's own worker appended
 
@@ -187,8 +211,8 @@ async def test_a_lost_wake_up_costs_at_most_the_safety_read(
     monkeypatch.setattr(log_watch, "SAFETY_INTERVAL", 0.3)
     message_id = new_log()
     async with watching(store, reliable=True) as watcher:
-        with watcher.follow(message_id, after=-1) as follow:
-            await asyncio.sleep(0.05)
+        with reads_of(message_id) as reads, watcher.follow(message_id, after=-1) as follow:
+            await first_read(reads)
             await append_chunks(store, message_id=message_id, chunks=[delta(1)], writer=WRITER)
             # no publish: the hint was lost
 
@@ -201,7 +225,6 @@ async def test_an_append_between_the_first_read_and_following_is_not_missed(
     monkeypatch.setattr(log_watch, "SAFETY_INTERVAL", 60.0)
     message_id = new_log()
     async with watching(store, reliable=True) as watcher:
-        await asyncio.sleep(0.05)
         # The stream read the log (empty), then the append was announced to nobody.
         await append_chunks(store, message_id=message_id, chunks=[delta(1)], writer=WRITER)
         watcher.bus.publish(message_id)
@@ -273,9 +296,9 @@ async def test_a_stream_that_stops_following_is_no_longer_read(store: Database) 
     async with watching(store, reliable=False) as watcher:
         with watcher.follow(new_log(), after=-1):
             assert watcher.following == 1
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # a pass begun before the follow ended has ended
         passes = watcher.passes
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # nothing may happen: 5 poll intervals of it
 
         assert watcher.following == 0
         assert watcher.passes == passes
@@ -287,8 +310,8 @@ async def test_a_bus_that_stops_being_reliable_falls_back_to_polling_at_once(
     monkeypatch.setattr(log_watch, "SAFETY_INTERVAL", 60.0)
     message_id = new_log()
     async with watching(store, reliable=True) as watcher:
-        with watcher.follow(message_id, after=-1) as follow:
-            await asyncio.sleep(0.05)
+        with reads_of(message_id) as reads, watcher.follow(message_id, after=-1) as follow:
+            await first_read(reads)
             await append_chunks(store, message_id=message_id, chunks=[delta(1)], writer=WRITER)
 
             watcher.bus.reliable = False  # the LISTEN connection broke

@@ -16,6 +16,7 @@ from activities.providers.clients import anthropic_client, openai_client
 from activities.providers.config import ProviderConfig
 from activities.providers.network import AsyncioBackend, asyncio_transport
 from tests.databases import skip_or_fail
+from tests.waiting import WAIT_SECONDS
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 PROXY_VARIABLES = (
@@ -213,9 +214,18 @@ async def test_a_server_that_falls_silent_mid_answer_is_a_read_timeout() -> None
 
 
 async def test_a_pooled_connection_the_server_closed_is_not_reused() -> None:
-    async with serving(streaming) as url, client() as http:
+    closed = asyncio.Event()
+
+    async def streaming_then_closing(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await streaming(reader, writer)
+        await writer.wait_closed()
+        closed.set()
+
+    async with serving(streaming_then_closing) as url, client() as http:
         first = await received(http, url)
-        await asyncio.sleep(0.1)  # the server closed its end after the answer
+        await asyncio.wait_for(closed.wait(), timeout=WAIT_SECONDS)  # its end, after the answer
         assert await received(http, url) == first
 
 

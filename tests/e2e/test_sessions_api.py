@@ -11,6 +11,7 @@ from gateway.app import create_app
 from perdure.runtime.settings import ApiKeys
 from perdure.testing.chat_client import chat_body, counting, send, user_message
 from perdure.testing.stack import Stack
+from tests.waiting import eventually
 
 
 async def test_a_new_chat_id_creates_a_session_titled_by_its_first_message(
@@ -159,12 +160,12 @@ async def test_deleting_a_session_mid_stream_ends_the_stream_cleanly(
 ) -> None:
     session = f"s-{uuid.uuid4().hex[:8]}"
     streaming = asyncio.create_task(send(http, session, "@count 400 @delay 10"))
-    for _ in range(500):
-        if (await http.get(f"/api/chat/{session}/messages")).status_code == 200:
-            history = (await http.get(f"/api/chat/{session}/messages")).json()
-            if len(history) == 2:
-                break
-        await asyncio.sleep(0.02)
+
+    async def answering() -> bool:
+        response = await http.get(f"/api/chat/{session}/messages")
+        return response.status_code == 200 and len(response.json()) == 2
+
+    await eventually(answering, what=f"the answer begun in {session}")
 
     deleted = await http.delete(f"/v1/sessions/{session}")
     streamed = await asyncio.wait_for(streaming, timeout=20)

@@ -25,7 +25,7 @@ from storage.db import Database
 from storage.log_appender import LogAppender
 from storage.socket_bus import SocketBus, bus_directory
 from storage.submission_options import SubmissionOptions
-from tests.e2e.test_log_watch import watching
+from tests.e2e.test_log_watch import first_read, reads_of, watching
 
 HEARD_WITHIN = 5.0
 
@@ -109,10 +109,9 @@ async def test_a_process_does_not_send_to_itself(url: str) -> None:
         bus, heard = listening(node)
         bus.forward_to(node.send)
 
-        bus.publish("msg_a")
-        await asyncio.sleep(0.1)
+        bus.publish("msg_a")  # heard here at once; a datagram would count in `sent` at once
 
-    assert node.sent == 0
+    assert node.sent == 0  # none left, so none can come back
     assert heard.ids == [None, "msg_a"]  # becoming reliable (read everything), then its own
 
 
@@ -195,8 +194,8 @@ async def test_a_gateway_reads_a_separate_workers_appends_when_they_are_announce
             async with watching(
                 sqlite_store, reliable=False, poll_interval=3600.0, bus=gateway_bus
             ) as watcher:
-                with watcher.follow(message_id, after=-1) as follow:
-                    await asyncio.sleep(0.1)  # the watcher's first (full) read is done
+                with reads_of(message_id) as reads, watcher.follow(message_id, after=-1) as follow:
+                    await first_read(reads)  # the append below is not in it
                     writer = appender.writer(
                         message_id=message_id, writer=LogWriter("worker", 1), submission_id="-"
                     )

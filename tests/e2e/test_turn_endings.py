@@ -8,12 +8,15 @@ import uuid
 import httpx
 import pytest
 from httpx_sse import aconnect_sse
+from temporalio.api.enums.v1 import EventType
 
+from perdure.domain.names import turn_workflow_id
 from perdure.domain.ui import TERMINAL_CHUNK_TYPES
 from perdure.testing.chat_client import chat_body, counting, key_of, send, user_message
 from perdure.testing.stack import Stack
 from storage.chunks import load_log
 from tests.e2e.test_chat_turn import wait_for_text
+from tests.waiting import eventually
 
 PROVIDER_AGENTS = ["default", "responses", "anthropic"]
 
@@ -39,6 +42,29 @@ async def stop_at_first_tool_call(http: httpx.AsyncClient, session: str, agent: 
                 stopped = await http.post(f"/api/chat/{session}/stop")
                 assert stopped.json()["result"] == "stopped"
     return chunks
+
+
+ACTIVITY_ENDINGS = {
+    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED,
+}
+
+
+async def activities_ended(http: httpx.AsyncClient, stack: Stack, session: str) -> None:
+    """Until the turn's history records an end for every activity it scheduled (the tool's:
+    cancelled, or refused as it started after the stop): the worker reported that their code
+    had returned, so none of them can write any more."""
+    (submission,) = (await http.get(f"/v1/sessions/{session}/submissions")).json()["data"]
+    handle = stack.services.client.get_workflow_handle(turn_workflow_id(submission["submissionId"]))
+
+    async def ended() -> bool:
+        events = [event.event_type async for event in handle.fetch_history_events()]
+        scheduled = events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+        return scheduled == sum(event in ACTIVITY_ENDINGS for event in events)
+
+    await eventually(ended, what="an end recorded for every activity of the turn")
 
 
 @pytest.mark.parametrize("agent", PROVIDER_AGENTS)
@@ -69,7 +95,7 @@ async def test_no_chunk_is_written_after_the_terminal_chunk_of_a_stopped_turn(
 ) -> None:
     session = new_session()
     chunks = await stop_at_first_tool_call(http, session, "default")
-    await asyncio.sleep(1.5)  # the cancelled tool activity had every chance to write late
+    await activities_ended(http, stack, session)  # the tool's too: it can write no more
 
     logged = await load_log(stack.services.db, message_id=chunks[0]["messageId"])
 
@@ -172,11 +198,15 @@ async def test_a_stop_that_lands_while_the_turn_finishes_never_leaves_the_sessio
     session = new_session()
     text = f"@count 30 @stall_after 2 @stall_after 0 x100 {uuid.uuid4().hex[:8]}"
     streaming = asyncio.create_task(send(http, session, text, agent="hung-exhausted"))
-    for _ in range(300):  # the finish activity is now inside the (hanging) on_exhausted hook
+
+    async def exhausted() -> bool:
         events = (await http.get(f"/v1/sessions/{session}/events")).json()
-        if isinstance(events, list) and any(e["type"] == "chat.recovery.exhausted" for e in events):
-            break
-        await asyncio.sleep(0.05)
+        return isinstance(events, list) and any(
+            e["type"] == "chat.recovery.exhausted" for e in events
+        )
+
+    # The finish activity is then inside the (hanging) on_exhausted hook.
+    await eventually(exhausted, what="the recovery exhausted")
 
     stopped = await http.post(f"/api/chat/{session}/stop")
     streamed = await streaming
