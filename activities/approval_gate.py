@@ -2,6 +2,7 @@
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from activities._support import call_hook
 from perdure.agent import Agent, TurnContext
@@ -67,40 +68,48 @@ def approval_request(tool_call_id: str) -> Chunk:
     }
 
 
-def step_result(
-    agent: Agent,
-    model: str,
-    tools: Mapping[str, Tool],
-    client_tools: dict[str, ClientTool],
-    calls: list[MadeCall],
-    finish_reason: str,
-    next_step: int,
-    *,
-    budget_reached: bool = False,
-) -> ModelStepResult:
+@dataclass(frozen=True)
+class StepOffer:
+    """The tools the step offers the model: the agent's (and its MCP servers'), the client's."""
+
+    tools: Mapping[str, Tool]
+    client_tools: dict[str, ClientTool]
+
+
+@dataclass(frozen=True)
+class StepEnd:
+    """How the step ended: its calls, the provider's finish reason, the next step's index."""
+
+    calls: list[MadeCall]
+    finish_reason: str
+    next_step: int
+    budget_reached: bool = False
+
+
+def step_result(agent: Agent, model: str, offer: StepOffer, end: StepEnd) -> ModelStepResult:
     """The step's result: what the workflow runs next (each call, and how it waits)."""
     refs: list[ToolCallRef] = []
-    for call_id, name, gated in calls:
+    for call_id, name, gated in end.calls:
         wait: WaitKind | None = None
         if gated:
             wait = "approval"
-        elif name in client_tools:
+        elif name in offer.client_tools:
             wait = "client"
         sub_agent = agent.sub_agent(name)
         refs.append(
             ToolCallRef(
                 tool_call_id=call_id,
                 tool_name=name,
-                idempotent=tools[name].idempotent if name in tools else True,
+                idempotent=offer.tools[name].idempotent if name in offer.tools else True,
                 wait=wait,
                 sub_agent=sub_agent.agent if sub_agent else None,
             )
         )
     return ModelStepResult(
-        finish_reason=finish_reason,
+        finish_reason=end.finish_reason,
         tool_calls=refs,
         max_steps=agent.max_steps,
-        next_step=next_step,
+        next_step=end.next_step,
         model=model,
-        budget_reached=budget_reached,
+        budget_reached=end.budget_reached,
     )

@@ -1,8 +1,8 @@
 """The model step activity: recover if this is a retry, repair, stream the provider into the log."""
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from temporalio import activity
@@ -17,7 +17,7 @@ from activities._support import (
     run_hook,
     submission_gone,
 )
-from activities.approval_gate import MadeCall, gate_calls, step_result
+from activities.approval_gate import StepEnd, StepOffer, gate_calls, step_result
 from activities.base import AgentActivity, fenced
 from activities.client_tools import turn_client_tools
 from activities.providers import Provider
@@ -47,7 +47,6 @@ from perdure.domain.ui import Chunk, UIMessage
 from perdure.domain.usage import reported_usage
 from perdure.recovery import bind_stash, unbind_stash
 from perdure.telemetry.log_context import bind_ids
-from perdure.tools import ClientTool, Tool
 from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.chunks import load_log
 from storage.db import Database
@@ -151,14 +150,16 @@ class ModelStepActivity(AgentActivity):
         """Open (or recover), repair, plan the request, stream it, gate its tool calls."""
         boot = await self._open(run)
         tools = (await turn_tools(run.agent, self.toolbox)).tools
-        offer = _Offer(tools, turn_client_tools(run.agent, run.submission, tools))
+        offer = StepOffer(tools, turn_client_tools(run.agent, run.submission, tools))
         state = run.steplog.state(run.step.step)
         if state.finished:
             # An earlier attempt streamed the whole step and died before returning it: its
             # calls never ran (the workflow runs them once it has the step's result).
             pending = pending_tool_calls(state)
             reason = "tool-calls" if pending else "stop"
-            return await self._ended(run, offer, pending, reason, run.steplog.reduction.steps)
+            return await self._ended(
+                run, offer, StepEnd(pending, reason, run.steplog.reduction.steps)
+            )
         state = await self._step_opened(run)
         log_step = run.steplog.reduction.steps - 1
         plan = await self._plan(run, offer, state, log_step)
@@ -175,28 +176,18 @@ class ModelStepActivity(AgentActivity):
             [*approvals, {"type": "finish-step"}], usage=_step_usage(run, chunker.finish, log_step)
         )
         reason = chunker.finish.reason if chunker.finish else "other"
-        return await self._ended(run, offer, made, reason, log_step + 1)
+        return await self._ended(run, offer, StepEnd(made, reason, log_step + 1))
 
-    async def _ended(
-        self, run: StepRun, offer: "_Offer", calls: list[MadeCall], reason: str, next_step: int
-    ) -> ModelStepResult:
+    async def _ended(self, run: StepRun, offer: StepOffer, end: StepEnd) -> ModelStepResult:
         """Everything written, the recovery (if any) completed: the step's result."""
         await run.writer.flush()
         if run.recovering:
             await self._recovery.completed(run.submission)
-        return step_result(
-            run.agent,
-            run.model,
-            offer.tools,
-            offer.client_tools,
-            calls,
-            reason,
-            next_step,
-            budget_reached=await self._over_budget(run.agent, run.submission.id),
-        )
+        budget_reached = await self._over_budget(run.agent, run.submission.id)
+        return step_result(run.agent, run.model, offer, replace(end, budget_reached=budget_reached))
 
     async def _plan(
-        self, run: StepRun, offer: "_Offer", state: StepState, log_step: int
+        self, run: StepRun, offer: StepOffer, state: StepState, log_step: int
     ) -> StepPlan:
         return StepPlan(
             agent=run.agent,
@@ -279,14 +270,6 @@ class ModelStepActivity(AgentActivity):
             )
         except Exception as error:
             raise required_hook_failure("instructions", error) from error
-
-
-@dataclass(frozen=True)
-class _Offer:
-    """The tools the step offers the model: the agent's (and its MCP servers'), the client's."""
-
-    tools: Mapping[str, Tool]
-    client_tools: dict[str, ClientTool]
 
 
 def stash_writer(db: Database, submission_id: str) -> Callable[[Any], Awaitable[None]]:
