@@ -12,6 +12,7 @@ import pytest
 
 from perdure.runtime.temporal_dev import START_ATTEMPTS, DevServerExited, dev_server
 from perdure.testing.stack import free_port
+from tests.waiting import eventually
 
 
 @contextmanager
@@ -41,8 +42,10 @@ async def test_a_start_that_cannot_bind_ends_with_the_servers_log(tmp_path: Path
 
 
 async def release_after_first_failure(listener: socket.socket, log_file: Path) -> None:
-    while "address already in use" not in (log_file.read_text() if log_file.exists() else ""):
-        await asyncio.sleep(0.02)
+    def refused() -> bool:
+        return "address already in use" in (log_file.read_text() if log_file.exists() else "")
+
+    await eventually(refused, what="a start attempt refused the taken port", timeout=60)
     listener.close()
 
 

@@ -94,7 +94,7 @@ async def test_perdure_dev_starts_quietly_and_a_process_managers_sigterm_stops_i
         await send(http, "quiet-chat", "hello")
 
     dev.terminate()
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # the scenario: the second signal a moment after the first
     dev.terminate()
     code = await dev.wait_exit(timeout=60)
 

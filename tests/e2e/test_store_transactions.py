@@ -10,6 +10,7 @@ from sqlmodel import Session
 
 from storage.db import Database
 from storage.tables import ChatSessionRow
+from tests.waiting import eventually
 
 
 def _session_row(session_id: str) -> ChatSessionRow:
@@ -67,8 +68,7 @@ async def test_a_caller_cancelled_before_the_commit_gets_its_transaction_rolled_
         release.wait(10)
 
     caller = asyncio.ensure_future(store.transact(write))
-    while not flushed.is_set():
-        await asyncio.sleep(0.01)
+    await eventually(flushed.is_set, what="the transaction's first write")
     caller.cancel()
     with pytest.raises(asyncio.CancelledError):
         await caller
