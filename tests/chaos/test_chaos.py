@@ -17,6 +17,7 @@ from perdure.testing.cluster import Cluster, LiveStream, running_cluster, wait_u
 from perdure.testing.fakeprovider.server import FakeProvider
 from tests.databases import database_url
 from tests.served import CLUSTER
+from tests.waiting import eventually
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -30,11 +31,12 @@ async def cluster(
 
 async def stored(url: str, session: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     async with httpx.AsyncClient(base_url=url, timeout=30) as http:
-        for _ in range(300):
-            info = (await http.get(f"/v1/sessions/{session}")).json()
-            if info["status"] == "idle":
-                break
-            await asyncio.sleep(0.05)
+
+        async def idle() -> dict[str, Any] | None:
+            info: dict[str, Any] = (await http.get(f"/v1/sessions/{session}")).json()
+            return info if info["status"] == "idle" else None
+
+        info = await eventually(idle, what=f"session {session} idle")
         return (await http.get(f"/api/chat/{session}/messages")).json(), info
 
 

@@ -19,6 +19,7 @@ from perdure.testing.fakeprovider.server import FakeProvider
 from perdure.testing.processes import PerdureProcess
 from tests.databases import database_url
 from tests.served import CLUSTER
+from tests.waiting import eventually
 
 AGENTS = {
     "default": "Chat Completions",
@@ -59,10 +60,11 @@ async def relayed(
 
 async def answer(url: str, session: str) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=url, timeout=30) as http:
-        for _ in range(300):
-            if (await http.get(f"/v1/sessions/{session}")).json()["status"] == "idle":
-                break
-            await asyncio.sleep(0.05)
+
+        async def idle() -> bool:
+            return bool((await http.get(f"/v1/sessions/{session}")).json()["status"] == "idle")
+
+        await eventually(idle, what=f"session {session} idle")
         messages = (await http.get(f"/api/chat/{session}/messages")).json()
     assert [m["role"] for m in messages] == ["user", "assistant"]
     answer: dict[str, Any] = messages[1]
