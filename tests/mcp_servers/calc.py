@@ -95,7 +95,12 @@ def serve_http(fd: int, token: str) -> None:
             return
         await inner(scope, receive, send)
 
-    server = uvicorn.Server(uvicorn.Config(guarded, log_level="warning", lifespan="on"))
+    # A client's `subscriptions/listen` stream never ends by itself: a stop closes it after 2 s,
+    # as a deployed server's shutdown would, instead of waiting for the client to hang up.
+    config = uvicorn.Config(
+        guarded, log_level="warning", lifespan="on", timeout_graceful_shutdown=2
+    )
+    server = uvicorn.Server(config)
     anyio.run(server.serve, [socket.socket(fileno=fd)])
 
 
