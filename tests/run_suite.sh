@@ -5,7 +5,7 @@
 # so more workers than cores keep both cores busy. PERDURE_TEST_WORKERS changes the count.
 set -u
 PYTEST=${PYTEST:-.venv/bin/pytest}
-WORKERS=${PERDURE_TEST_WORKERS:-4}
+WORKERS=${PERDURE_TEST_WORKERS:-3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM

@@ -34,9 +34,10 @@ DELAY_MS = 50
 GRACE = {"PERDURE_WORKER_SHUTDOWN_GRACE": "2"}
 
 
-def _running_at_shutdown(log: str) -> int:
-    """The running activities a worker's shutdown found, as it logged them."""
-    found = re.search(r"polling stopped; (\d+) running activities", log)
+def _handed_over(log: str) -> int:
+    """The activities a worker's shutdown handed over (still running after the grace period),
+    as it logged them."""
+    found = re.search(r"; (\d+) activities handed over to other workers", log)
     assert found, f"the worker did not log its shutdown:\n{log}"
     return int(found.group(1))
 
@@ -97,12 +98,15 @@ async def test_a_rolling_restart_of_every_worker_loses_and_repeats_nothing(
         if ("retry", True) in (kinds := turn.stream.recovery_kinds())
     }
     assert retried_after_text == {}
-    # A worker that was running answers when it stopped handed them over. Which worker runs
-    # which answer is Temporal's choice: one of them may have had none left by its turn.
-    handing_over = [worker for worker in first if _running_at_shutdown(worker.output()) > 0]
-    assert handing_over, cluster.logs()
-    for worker in handing_over:
-        assert "handed over: Temporal retries it" in worker.output(), worker.output()
+    # The first worker stops a second into 22.5 s answers: it hands them over. Which worker
+    # runs which answer is Temporal's choice, and on a loaded machine the second may stop when
+    # its answers are ending: those finish within its grace period, and it hands over none.
+    # Each worker names every activity it handed over.
+    handed = [_handed_over(worker.output()) for worker in first]
+    assert any(handed), cluster.logs()
+    for worker, count in zip(first, handed, strict=True):
+        named = worker.output().count("handed over: Temporal retries it")
+        assert named == count, worker.output()
     # A hand-over is not a stop: a background response runs on at the provider, and the next
     # attempt re-attaches to it (`starting_after`) instead of generating the rest again.
     # Only a retry before the first text can create another (if no response id was recorded).
