@@ -8,12 +8,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.async_api import expect
+from playwright.async_api import Page, Request, expect
 
 from perdure.testing.agents.approvals import tool_runs
 from perdure.testing.fakeprovider.anthropic import THINKING
 from tests.browser.conftest import README_SCREENSHOT, ChatPage
 from tests.fakeprovider_fixtures import count_to, tag
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.parametrize("stack", ["sqlite"], indirect=True)
 
@@ -376,13 +377,19 @@ async def test_a_person_uploads_replaces_and_deletes_files_in_the_files_panel(
 async def test_an_upload_over_a_file_changed_since_it_was_shown_is_refused_and_says_why(
     chat: ChatPage, tmp_path: Path
 ) -> None:
+    listings = files_requests_in_flight(chat.page)
     await chat.open(agent="workspace")
     await chat.send('@tool write_file {"path": "notes.md", "content": "from the agent\\n"}')
     tool = chat.page.locator('[data-tool="write_file"]')
     await expect(tool).to_have_attribute("data-state", "output-available")
     await chat.button("Files").click()
     panel = chat.page.get_by_role("complementary", name="Files")
-    await expect(panel.get_by_role("button", name="notes.md")).to_be_visible()
+    await panel.get_by_role("button", name="notes.md").click()
+    # The page reads the files again when the turn ends: the change below must come after
+    # its last read, or the page would show it and the upload would be over it.
+    await expect(chat.button("Send")).to_be_visible()
+    await expect(panel.get_by_role("heading", name="notes.md v1")).to_be_visible()
+    await eventually(lambda: not listings, what="the page's reads of the files")
     async with httpx.AsyncClient(base_url=chat.stack.url) as http:
         await http.put(f"/v1/sessions/{chat.chat_id}/files/notes.md", content="meanwhile\n")
     mine = tmp_path / "notes.md"
@@ -394,3 +401,20 @@ async def test_an_upload_over_a_file_changed_since_it_was_shown_is_refused_and_s
     async with httpx.AsyncClient(base_url=chat.stack.url) as http:
         assert (await http.get(f"/v1/sessions/{chat.chat_id}/files/notes.md")).text == "meanwhile\n"
     assert chat.problems == [], "\n".join(chat.problems)
+
+
+def files_requests_in_flight(page: Page) -> set[Request]:
+    """The page's requests to a files API that have not been answered yet, kept up to date."""
+    in_flight: set[Request] = set()
+
+    def sent(request: Request) -> None:
+        if "/files" in request.url:
+            in_flight.add(request)
+
+    def answered(request: Request) -> None:
+        in_flight.discard(request)
+
+    page.on("request", sent)
+    page.on("requestfinished", answered)
+    page.on("requestfailed", answered)
+    return in_flight
