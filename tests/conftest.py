@@ -17,25 +17,10 @@ from tests.fakeprovider_fixtures import (  # noqa: F401 - shared fixtures
 )
 from tests.served import STACK_AGENTS
 
-LONGEST_FIRST = (
-    "tests/chaos/",
-    "tests/e2e/test_openapi_fuzz.py",
-    "tests/e2e/test_bench_compare.py",
-    "tests/browser/",
-    "tests/e2e/test_stop_storm.py",
-    "tests/e2e/test_processes.py",
-    "tests/e2e/test_terminal_chat.py",
-    "tests/e2e/test_ai_sdk_client.py",
-)
-"""Specs that take tens of seconds each (real processes, a browser, fuzzing), in the order the
-suite's workers take them up: first, so that no worker is left with one at the end while the
-others are idle (tests/run_suite.sh)."""
-
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A `store_agnostic` test runs on SQLite only: what it specifies (hook time limits, a
-    fiber's age) takes no store-specific path, and running it twice would only cost time.
-    The longest specs come first; the browser's specs share one worker and its browser."""
+    fiber's age) takes no store-specific path, and running it twice would only cost time."""
     kept, dropped = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -43,19 +28,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         (dropped if on_postgres and item.get_closest_marker("store_agnostic") else kept).append(
             item
         )
-        if item.nodeid.startswith("tests/browser/"):
-            item.add_marker(pytest.mark.xdist_group("browser"))
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-    kept.sort(key=_start_rank)  # stable: within a rank, pytest's own order
-    items[:] = kept
-
-
-def _start_rank(item: pytest.Item) -> int:
-    for rank, prefix in enumerate(LONGEST_FIRST):
-        if item.nodeid.startswith(prefix):
-            return rank
-    return len(LONGEST_FIRST)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session")

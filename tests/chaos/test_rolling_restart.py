@@ -90,7 +90,7 @@ async def test_a_rolling_restart_of_every_worker_loses_and_repeats_nothing(
     # overloaded machine a first attempt can miss its heartbeat before the provider answers.)
     recoveries = [notice for turn in turns for notice in turn.recoveries()]
     assert any(notice["data"].get("kind") == "continue" for notice in recoveries), (
-        "no answer was still streaming when a grace period ended"
+        f"no answer was still streaming when a grace period ended: {recoveries}\n{cluster.logs()}"
     )
     retried_after_text = {
         turn.session: kinds
