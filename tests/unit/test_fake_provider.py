@@ -41,6 +41,14 @@ def anthropic_sdk(fake: FakeProvider) -> anthropic.AsyncAnthropic:
     return anthropic.AsyncAnthropic(api_key="k", base_url=fake.anthropic_base_url, max_retries=0)
 
 
+async def drained(stream: Any) -> list[Any]:
+    """Every event of an SDK stream, the stream closed after, also when it raises: one left at
+    its last event keeps its HTTP body generators suspended for the garbage collector, which
+    may finalize them in another thread (docs/testing.md, "Known fragilities")."""
+    async with stream:
+        return [event async for event in stream]
+
+
 async def chat_deltas(
     fake: FakeProvider, messages: list[Any], base_url: str | None = None, **extra: Any
 ) -> list[str]:
@@ -51,7 +59,9 @@ async def chat_deltas(
         model="fake", messages=messages, stream=True, extra_body=extra or None
     )
     return [
-        c.choices[0].delta.content async for c in stream if c.choices and c.choices[0].delta.content
+        c.choices[0].delta.content
+        for c in await drained(stream)
+        if c.choices and c.choices[0].delta.content
     ]
 
 
@@ -66,7 +76,7 @@ async def anthropic_text(fake: FakeProvider, messages: list[Any], **fields: Any)
     return "".join(
         [
             e.delta.text
-            async for e in stream
+            for e in await drained(stream)
             if e.type == "content_block_delta" and e.delta.type == "text_delta"
         ]
     )
@@ -197,7 +207,7 @@ async def test_tools_are_called_one_step_at_a_time(fake_provider: FakeProvider) 
     first = await client.chat.completions.create(
         model="fake", messages=[{"role": "user", "content": text}], stream=True
     )
-    calls = [c async for c in first if c.choices and c.choices[0].delta.tool_calls]
+    calls = [c for c in await drained(first) if c.choices and c.choices[0].delta.tool_calls]
     opening = calls[0].choices[0].delta.tool_calls
     assert opening and opening[0].function
     assert opening[0].function.name == "first"
@@ -220,7 +230,7 @@ async def test_tools_are_called_one_step_at_a_time(fake_provider: FakeProvider) 
     second = await client.chat.completions.create(model="fake", messages=messages, stream=True)
     names = [
         call.function.name
-        async for c in second
+        for c in await drained(second)
         if c.choices
         for call in c.choices[0].delta.tool_calls or []
         if call.function and call.function.name
@@ -237,7 +247,7 @@ async def test_parallel_calls_every_pending_tool_at_once(fake_provider: FakeProv
     )
     names = [
         event.content_block.name
-        async for event in stream
+        for event in await drained(stream)
         if event.type == "content_block_start" and event.content_block.type == "tool_use"
     ]
     assert names == ["a", "b"]
@@ -262,7 +272,7 @@ async def test_max_tokens_truncates_and_finishes_with_length(fake_provider: Fake
     stream = await openai_sdk(fake_provider).chat.completions.create(
         model="fake", messages=[{"role": "user", "content": "@count 10"}], max_tokens=3, stream=True
     )
-    chunks = [c async for c in stream]
+    chunks = await drained(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "1 2 3"
     assert chunks[-1].choices[0].finish_reason == "length"
@@ -378,7 +388,7 @@ async def test_anthropic_midstream_error_is_an_error_event(fake_provider: FakePr
         stream=True,
     )
     with pytest.raises(anthropic.APIStatusError) as caught:
-        async for _ in stream:
+        for _ in await drained(stream):
             pass
     assert caught.value.type == "overloaded_error"
 
@@ -429,7 +439,7 @@ async def test_responses_resume_streams_only_events_after_the_cursor(
     resumed = await client.responses.retrieve(
         created_id(seen), stream=True, starting_after=seen[-1].sequence_number
     )
-    rest = [event async for event in resumed]
+    rest = await drained(resumed)
     numbers = [event.sequence_number for event in seen + rest]
     assert numbers == list(range(len(numbers)))
     deltas = [e.delta for e in seen + rest if e.type == "response.output_text.delta"]
@@ -483,7 +493,7 @@ async def test_responses_cancel_refuses_a_response_not_in_background(
 ) -> None:
     client = openai_sdk(fake_provider)
     stream = await client.responses.create(model="fake", input="@count 2", stream=True)
-    events = [event async for event in stream]
+    events = await drained(stream)
     with pytest.raises(openai.BadRequestError) as caught:
         await client.responses.cancel(created_id(events))
     assert caught.value.body == {
@@ -507,7 +517,7 @@ async def test_responses_a_cancelled_response_stream_ends(fake_provider: FakePro
                 await client.responses.cancel(created_id(seen))
     assert seen[-1].type == "response.output_text.delta"
     resumed = await client.responses.retrieve(created_id(seen), stream=True, starting_after=0)
-    assert "response.completed" not in [event.type async for event in resumed]
+    assert "response.completed" not in [event.type for event in await drained(resumed)]
 
 
 async def test_responses_background_without_store_is_refused(fake_provider: FakeProvider) -> None:
@@ -551,7 +561,7 @@ async def test_responses_answer_a_trailing_assistant_message_afresh(
     stream = await openai_sdk(fake_provider).responses.create(
         model="fake", input=items, stream=True
     )
-    deltas = [e.delta async for e in stream if e.type == "response.output_text.delta"]
+    deltas = [e.delta for e in await drained(stream) if e.type == "response.output_text.delta"]
     assert "".join(deltas) == count_to(4)
 
 
@@ -699,7 +709,7 @@ async def test_anthropic_streams_a_signed_thinking_block_first(fake_provider: Fa
         messages=[{"role": "user", "content": "@count 2"}],
         stream=True,
     )
-    events = [event async for event in stream]
+    events = await drained(stream)
     starts = [e.content_block.type for e in events if e.type == "content_block_start"]
     assert starts == ["thinking", "text"]
     deltas = [e.delta for e in events if e.type == "content_block_delta"]
@@ -886,7 +896,7 @@ async def thinking_of(fake: FakeProvider, model: str, thinking: Any) -> tuple[st
         messages=[{"role": "user", "content": "@count 2"}],
         stream=True,
     )
-    deltas = [e.delta async for e in stream if e.type == "content_block_delta"]
+    deltas = [e.delta for e in await drained(stream) if e.type == "content_block_delta"]
     text = "".join(d.thinking for d in deltas if d.type == "thinking_delta")
     return text, [d.signature for d in deltas if d.type == "signature_delta"]
 
@@ -989,7 +999,7 @@ async def test_a_reasoning_request_streams_a_reasoning_item_with_its_summary_whe
         reasoning={"effort": "low", "summary": "auto"},
         stream=True,
     )
-    events = [event async for event in stream]
+    events = await drained(stream)
 
     done = [e.item for e in events if e.type == "response.output_item.done"]
     assert [item.type for item in done] == ["reasoning", "message"]
@@ -1021,7 +1031,7 @@ async def final_chat_usage(fake: FakeProvider, **fields: Any) -> dict[str, Any]:
     stream = await openai_sdk(fake).chat.completions.create(
         stream=True, stream_options={"include_usage": True}, **fields
     )
-    chunks = [chunk async for chunk in stream]
+    chunks = await drained(stream)
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
     assert all(chunk.usage is None for chunk in chunks[:-1])
     usage: dict[str, Any] = chunks[-1].usage.model_dump(exclude_unset=True)
@@ -1069,7 +1079,7 @@ async def test_responses_usage_details_cached_input_and_reasoning_tokens(
     stream = await openai_sdk(fake_provider).responses.create(
         model="gpt-5.2", input="@cached 3 @count 2", reasoning={"effort": "low"}, stream=True
     )
-    events = [event async for event in stream]
+    events = await drained(stream)
 
     assert events[-1].type == "response.completed"
     assert events[-1].response.usage is not None
@@ -1092,7 +1102,7 @@ async def test_anthropic_input_tokens_leave_out_cache_reads_at_start_and_in_the_
         messages=[{"role": "user", "content": "@cached 3 @count 2"}],
         stream=True,
     )
-    events = [event async for event in stream]
+    events = await drained(stream)
 
     start = next(e for e in events if e.type == "message_start")
     end = next(e for e in events if e.type == "message_delta")
