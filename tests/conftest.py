@@ -1,14 +1,18 @@
 """Shared fixtures: a real Temporal dev server, the fake provider, and Perdure stacks."""
 
+import functools
 import os
-from collections.abc import AsyncIterator
+import ssl
+from collections.abc import AsyncIterator, Iterator
 
+import httpx._transports.default as httpx_transports
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from perdure.domain.turn_labels import TURN_ATTRIBUTES
 from perdure.runtime.temporal_dev import FAIRNESS_SETTING, temporal_binary
+from perdure.testing.databases import MigratedTemplates
 from perdure.testing.stack import Stack, running_stack
 from tests.databases import database_url
 from tests.fakeprovider_fixtures import (  # noqa: F401 - shared fixtures
@@ -16,6 +20,28 @@ from tests.fakeprovider_fixtures import (  # noqa: F401 - shared fixtures
     fake_provider_config,
 )
 from tests.served import STACK_AGENTS
+
+_build_ssl_context = httpx_transports.create_ssl_context
+
+
+@functools.cache
+def _default_ssl_context(trust_env: bool) -> ssl.SSLContext:
+    return _build_ssl_context(verify=True, cert=None, trust_env=trust_env)
+
+
+def _ssl_context_built_once(
+    verify: ssl.SSLContext | str | bool = True, cert: object = None, trust_env: bool = True
+) -> ssl.SSLContext:
+    """httpx builds an SSL context for every client it opens, loading certifi's CA bundle: about
+    30 ms of CPU, and the suite opens thousands of clients (a tenth of its CPU). The default
+    context never changes, so the suite's clients share one; any other settings are built as
+    httpx builds them."""
+    if verify is True and cert is None:
+        return _default_ssl_context(trust_env)
+    return _build_ssl_context(verify=verify, cert=cert, trust_env=trust_env)  # type: ignore[arg-type]
+
+
+httpx_transports.create_ssl_context = _ssl_context_built_once  # type: ignore[assignment]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -31,6 +57,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+@pytest.fixture(scope="session")
+def store_templates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MigratedTemplates]:
+    """Migrated stores to copy (`tests.databases.migrated_database_url`)."""
+    templates = MigratedTemplates(tmp_path_factory.mktemp("store-templates"))
+    try:
+        yield templates
+    finally:
+        templates.close()
 
 
 @pytest.fixture(scope="session")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from perdure.testing.databases import PostgresUnavailable, postgres_available
+from perdure.testing.databases import MigratedTemplates, PostgresUnavailable, postgres_available
 from perdure.testing.databases import database_url as throwaway_url
 
-__all__ = ["database_url", "in_ci", "postgres_available", "skip_or_fail"]
+__all__ = ["database_url", "in_ci", "migrated_database_url", "postgres_available", "skip_or_fail"]
 
 
 def in_ci() -> bool:
@@ -30,6 +30,18 @@ def skip_or_fail(reason: str) -> None:
 def database_url(backend: str, directory: Path) -> Iterator[str]:
     try:
         with throwaway_url(backend, directory) as url:
+            yield url
+    except PostgresUnavailable as unavailable:
+        skip_or_fail(str(unavailable))
+
+
+@contextlib.contextmanager
+def migrated_database_url(
+    templates: MigratedTemplates, backend: str, directory: Path
+) -> Iterator[str]:
+    """As `database_url`, the store migrated already (a copy of `templates`' store)."""
+    try:
+        with templates.copy(backend, directory) as url:
             yield url
     except PostgresUnavailable as unavailable:
         skip_or_fail(str(unavailable))

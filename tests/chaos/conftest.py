@@ -6,14 +6,17 @@ from pathlib import Path
 import pytest
 
 from perdure.testing.cluster import Cluster, running_cluster
+from perdure.testing.databases import MigratedTemplates
 from perdure.testing.fakeprovider.server import FakeProvider
-from tests.databases import database_url
+from tests.databases import migrated_database_url
 from tests.served import CLUSTER
 
 
 @pytest.fixture
-async def postgres_cluster(tmp_path: Path, fake_provider: FakeProvider) -> AsyncIterator[Cluster]:
+async def postgres_cluster(
+    tmp_path: Path, fake_provider: FakeProvider, store_templates: MigratedTemplates
+) -> AsyncIterator[Cluster]:
     """Processes on one PostgreSQL store, the scale-out store."""
-    with database_url("postgres", tmp_path) as url:
+    with migrated_database_url(store_templates, "postgres", tmp_path) as url:
         async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
             yield running

@@ -13,8 +13,9 @@ import httpx
 import pytest
 
 from perdure.testing.cluster import Cluster, running_cluster
+from perdure.testing.databases import MigratedTemplates
 from perdure.testing.fakeprovider.server import FakeProvider
-from tests.databases import database_url
+from tests.databases import migrated_database_url
 from tests.served import CLUSTER
 
 COUNT = 1000
@@ -23,9 +24,12 @@ STASH_EVERY = 100
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def cluster(
-    request: pytest.FixtureRequest, tmp_path: Path, fake_provider: FakeProvider
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    fake_provider: FakeProvider,
+    store_templates: MigratedTemplates,
 ) -> AsyncIterator[Cluster]:
-    with database_url(request.param, tmp_path) as url:
+    with migrated_database_url(store_templates, request.param, tmp_path) as url:
         async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
             yield running
 

@@ -12,8 +12,9 @@ import pytest
 
 from perdure.testing.chat_client import chat_body, user_message
 from perdure.testing.cluster import Cluster, LiveStream, running_cluster, wait_until
+from perdure.testing.databases import MigratedTemplates
 from perdure.testing.fakeprovider.server import FakeProvider
-from tests.databases import database_url
+from tests.databases import migrated_database_url
 from tests.served import Served
 
 MCP_CLUSTER = Served(agents="perdure.testing.agents.chat,tests.mcp_agents")
@@ -21,9 +22,12 @@ MCP_CLUSTER = Served(agents="perdure.testing.agents.chat,tests.mcp_agents")
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def cluster(
-    request: pytest.FixtureRequest, tmp_path: Path, fake_provider: FakeProvider
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    fake_provider: FakeProvider,
+    store_templates: MigratedTemplates,
 ) -> AsyncIterator[Cluster]:
-    with database_url(request.param, tmp_path) as url:
+    with migrated_database_url(store_templates, request.param, tmp_path) as url:
         async with running_cluster(tmp_path, fake_provider, url, MCP_CLUSTER) as running:
             yield running
 

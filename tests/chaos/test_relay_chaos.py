@@ -15,9 +15,10 @@ import pytest
 
 from perdure.testing.chat_client import chat_body, counting, user_message
 from perdure.testing.cluster import Cluster, LiveStream, running_cluster, wait_until
+from perdure.testing.databases import MigratedTemplates
 from perdure.testing.fakeprovider.server import FakeProvider
 from perdure.testing.processes import PerdureProcess
-from tests.databases import database_url
+from tests.databases import migrated_database_url
 from tests.served import CLUSTER
 from tests.waiting import eventually
 
@@ -46,10 +47,12 @@ class Relayed:
 
 @pytest.fixture(scope="module")
 async def relayed(
-    tmp_path_factory: pytest.TempPathFactory, fake_provider: FakeProvider
+    tmp_path_factory: pytest.TempPathFactory,
+    fake_provider: FakeProvider,
+    store_templates: MigratedTemplates,
 ) -> AsyncIterator[Relayed]:
     workdir = tmp_path_factory.mktemp("relay-chaos")
-    with database_url("sqlite", workdir) as store:
+    with migrated_database_url(store_templates, "sqlite", workdir) as store:
         async with (
             running_cluster(workdir, fake_provider, store, CLUSTER) as cluster,
             cluster.temporal(),

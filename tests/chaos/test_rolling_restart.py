@@ -20,8 +20,9 @@ from perdure.testing.cluster import (
     stored_answer_problems,
     wait_until,
 )
+from perdure.testing.databases import MigratedTemplates
 from perdure.testing.fakeprovider.server import FakeProvider
-from tests.databases import database_url
+from tests.databases import migrated_database_url
 from tests.served import CLUSTER
 
 TURNS = 6
@@ -44,9 +45,12 @@ def _handed_over(log: str) -> int:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def cluster(
-    request: pytest.FixtureRequest, tmp_path: Path, fake_provider: FakeProvider
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    fake_provider: FakeProvider,
+    store_templates: MigratedTemplates,
 ) -> AsyncIterator[Cluster]:
-    with database_url(request.param, tmp_path) as url:
+    with migrated_database_url(store_templates, request.param, tmp_path) as url:
         async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
             yield running
 

@@ -15,10 +15,11 @@ from sqlmodel import col
 
 from perdure.testing.chat_client import chat_body, user_message
 from perdure.testing.cluster import Cluster, LiveStream, running_cluster, wait_until
+from perdure.testing.databases import MigratedTemplates
 from perdure.testing.fakeprovider.server import FakeProvider
 from storage.urls import sync_url
 from storage.workspace_tables import WorkspaceFileRow
-from tests.databases import database_url
+from tests.databases import migrated_database_url
 from tests.served import CLUSTER
 
 CHATS = 20
@@ -28,9 +29,12 @@ KILL_AFTER = 5
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def cluster_and_store(
-    request: pytest.FixtureRequest, tmp_path: Path, fake_provider: FakeProvider
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    fake_provider: FakeProvider,
+    store_templates: MigratedTemplates,
 ) -> AsyncIterator[tuple[Cluster, Engine]]:
-    with database_url(request.param, tmp_path) as url:
+    with migrated_database_url(store_templates, request.param, tmp_path) as url:
         async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
             engine = create_engine(sync_url(url))
             try:

@@ -1,4 +1,3 @@
-import asyncio
 import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -11,10 +10,10 @@ import pytest
 
 from gateway.app import create_app
 from perdure.runtime.settings import ApiKeys
+from perdure.testing.databases import MigratedTemplates
 from perdure.testing.stack import Stack, delete_stored_keys
 from storage.db import Database
-from storage.migrate import migrate
-from tests.databases import database_url
+from tests.databases import migrated_database_url
 
 Gateway = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
@@ -84,8 +83,7 @@ async def tenants(stack: Stack) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.
         yield alpha, beta
 
 
-async def _migrated(url: str) -> AsyncIterator[Database]:
-    await asyncio.to_thread(migrate, url)
+async def _opened(url: str) -> AsyncIterator[Database]:
     database = Database(url)
     try:
         yield database
@@ -94,15 +92,20 @@ async def _migrated(url: str) -> AsyncIterator[Database]:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Database]:
+async def store(
+    request: pytest.FixtureRequest, tmp_path: Path, store_templates: MigratedTemplates
+) -> AsyncIterator[Database]:
     """A migrated, empty store of its own (no Temporal, no gateway)."""
-    with database_url(request.param, tmp_path) as url:
-        async for database in _migrated(url):
+    with migrated_database_url(store_templates, request.param, tmp_path) as url:
+        async for database in _opened(url):
             yield database
 
 
 @pytest.fixture
-async def sqlite_store(tmp_path: Path) -> AsyncIterator[Database]:
+async def sqlite_store(
+    tmp_path: Path, store_templates: MigratedTemplates
+) -> AsyncIterator[Database]:
     """As `store`, SQLite only: for what only SQLite has (its write lock, its store thread)."""
-    async for database in _migrated(f"sqlite:///{tmp_path / 'perdure.db'}"):
-        yield database
+    with migrated_database_url(store_templates, "sqlite", tmp_path) as url:
+        async for database in _opened(url):
+            yield database
