@@ -6,7 +6,8 @@ from contextlib import aclosing
 
 from activities.events import emit
 from activities.providers import ModelRequest, Provider
-from perdure.agent import Agent
+from activities.step_request import StepPlan
+from activities.step_run import StepRun
 from perdure.domain.compaction import (
     Overlaid,
     cut_point,
@@ -34,34 +35,26 @@ class Compactor:
         self._db = db
 
     async def compact(
-        self,
-        *,
-        agent: Agent,
-        provider: Provider,
-        model: str,
-        system: str,
-        current: Overlaid,
-        session_id: str,
-        submission_id: str,
-        reason: str,
+        self, run: StepRun, plan: StepPlan, current: Overlaid, *, reason: str
     ) -> Overlaid | None:
-        """Summarize the current summary (if any) and the older messages into a new one;
-        None when there is too little to summarize."""
-        cut = cut_point(current.recent, agent.compact_keep_messages)
+        """Summarize the current summary (if any) and the older messages of the step's
+        conversation into a new one; None when there is too little to summarize."""
+        session_id, submission_id = run.step.turn.session_id, run.step.turn.submission_id
+        cut = cut_point(current.recent, run.agent.compact_keep_messages)
         if cut is None:
             return None
         covered, kept = current.recent[: cut + 1], current.recent[cut + 1 :]
         request = ModelRequest(
-            model=model,
+            model=plan.provider_model,
             system=with_summary(SUMMARIZER, current.summary),
             conversation=[*to_conversation(covered), UserItem(text=INSTRUCTION)],
             max_output_tokens=SUMMARY_TOKENS,
         )
-        summary = await self._summary(provider, request)
+        summary = await self._summary(run.provider, request)
         before = estimate_tokens(
-            with_summary(system, current.summary), to_conversation(current.recent)
+            with_summary(plan.system, current.summary), to_conversation(current.recent)
         )
-        after = estimate_tokens(with_summary(system, summary), to_conversation(kept))
+        after = estimate_tokens(with_summary(plan.system, summary), to_conversation(kept))
         row = await save_compaction(
             self._db,
             session_id=session_id,

@@ -26,10 +26,11 @@ from perdure.domain.prompt_schedules import (
 )
 from perdure.domain.turn_priority import SCHEDULED_MESSAGE_SOURCE
 from perdure.domain.ui import UIMessage
-from perdure.turn_control.lifecycle import NewSubmission, SubmissionLifecycle
+from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.busy_session import SessionBusy
 from storage.db import Database
 from storage.errors import AgentNotAllowed
+from storage.intake import NewSubmission
 from storage.prompt_schedules import get_schedule, record_occurrence
 from storage.schedule_tables import PromptScheduleRow
 from storage.submission_options import SubmissionOptions

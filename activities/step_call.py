@@ -55,21 +55,11 @@ class _Compaction:
         self.current = seen
 
     async def compacted(self, reason: str) -> ModelRequest | None:
-        run, plan = self._run, self._plan
-        shorter = await self._compactor.compact(
-            agent=run.agent,
-            provider=run.provider,
-            model=plan.provider_model,
-            system=plan.system,
-            current=self.current,
-            session_id=run.step.turn.session_id,
-            submission_id=run.step.turn.submission_id,
-            reason=reason,
-        )
+        shorter = await self._compactor.compact(self._run, self._plan, self.current, reason=reason)
         if shorter is None:
             return None
         self.current = shorter
-        return plan.request(shorter)
+        return self._plan.request(shorter)
 
 
 class StepCaller:

@@ -33,7 +33,7 @@ from perdure.domain.turn_chunks import tool_error_chunk
 from perdure.domain.ui import Chunk, UIMessage
 from perdure.tools import capped_output
 from perdure.turn_control.client import TurnStart
-from perdure.turn_control.lifecycle import NewSubmission, SubmissionLifecycle
+from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.bus import ChunkBus
 from storage.chunks import (
     append_chunks,
@@ -41,6 +41,7 @@ from storage.chunks import (
     log_closed,
     read_chunks,
 )
+from storage.intake import NewSubmission
 from storage.sessions import session_depth
 from storage.submission_options import ParentCall, SubmissionOptions
 from storage.submission_reads import get_submission

@@ -29,6 +29,19 @@ TITLE_LENGTH = 80
 
 
 @dataclass(frozen=True)
+class NewSubmission:
+    """What a submitter asks for: a message for the tenant's session `chat_id`, once per
+    `idempotency_key`."""
+
+    tenant_id: str
+    chat_id: str
+    agent: str
+    message: UIMessage
+    idempotency_key: str
+    options: SubmissionOptions = field(default_factory=SubmissionOptions)
+
+
+@dataclass(frozen=True)
 class SubmitOutcome:
     submission: SubmissionRow
     created: bool
@@ -57,12 +70,7 @@ class _Intake:
     """One attempt at recording a submission, inside the intake transaction; each step a
     method, in the order `record` takes them."""
 
-    tenant_id: str
-    chat_id: str
-    agent: str
-    message: UIMessage
-    idempotency_key: str
-    options: SubmissionOptions
+    new: NewSubmission
     at: float
     notify: bool
     """Wake other processes' streams of logs the intake closes (a `drop`): not on SQLite."""
@@ -71,17 +79,17 @@ class _Intake:
         named = self._existing_by_id(session)
         if named is not None:
             return SubmitOutcome(named, created=False)
-        chat = locked_chat(session, self.tenant_id, self.chat_id)
+        chat = locked_chat(session, self.new.tenant_id, self.new.chat_id)
         if chat is None:
-            chat, answered = self._new_session(), _Answered(self.message)
+            chat, answered = self._new_session(), _Answered(self.new.message)
         else:
             existing = self._existing_by_key(session, chat)
             if existing is not None:
                 return SubmitOutcome(existing, created=False)
             answered = self._answered(session, chat)
             self._check_message_ids(session, chat)
-        if self.options.limits is not None:
-            self.options.limits.check(session, agent=chat.agent, at=self.at)
+        if self.new.options.limits is not None:
+            self.new.options.limits.check(session, agent=chat.agent, at=self.at)
         submission = self._row(chat, answered)
         chat.next_queue_seq += 1
         session.add(submission)
@@ -91,19 +99,19 @@ class _Intake:
 
     def _existing_by_id(self, session: Session) -> SubmissionRow | None:
         """The submission the submitter named, recorded already, for the same session and key."""
-        if self.options.submission_id is None:
+        if self.new.options.submission_id is None:
             return None
-        named = session.get(SubmissionRow, self.options.submission_id)
+        named = session.get(SubmissionRow, self.new.options.submission_id)
         if named is None:
             return None
         owner = session.get(ChatSessionRow, named.session_id)
         if (owner.chat_id if owner else None, named.tenant_id, named.idempotency_key) != (
-            self.chat_id,
-            self.tenant_id,
-            self.idempotency_key,
+            self.new.chat_id,
+            self.new.tenant_id,
+            self.new.idempotency_key,
         ):
             raise SubmissionConflict(
-                f"submission {self.options.submission_id!r} exists with another "
+                f"submission {self.new.options.submission_id!r} exists with another "
                 "session or idempotency key"
             )
         return named
@@ -112,13 +120,13 @@ class _Intake:
         existing = session.exec(
             select(SubmissionRow).where(
                 SubmissionRow.session_id == chat.id,
-                SubmissionRow.idempotency_key == self.idempotency_key,
+                SubmissionRow.idempotency_key == self.new.idempotency_key,
             )
         ).first()
-        if existing is not None and self.options.submission_id not in (None, existing.id):
+        if existing is not None and self.new.options.submission_id not in (None, existing.id):
             raise SubmissionConflict(
-                f"idempotency key {self.idempotency_key!r} names submission {existing.id!r}, "
-                f"not {self.options.submission_id!r}"
+                f"idempotency key {self.new.idempotency_key!r} names submission {existing.id!r}, "
+                f"not {self.new.options.submission_id!r}"
             )
         return existing
 
@@ -127,15 +135,15 @@ class _Intake:
         commit, with its final values: three statements fewer on a first message. A concurrent
         request creating it too fails the commit (the key is deterministic); `submit` then
         looks again."""
-        if self.options.answers_again:
-            raise MessageConflict(f"session {self.chat_id!r} has no message to answer again")
-        parent = self.options.parent
+        if self.new.options.answers_again:
+            raise MessageConflict(f"session {self.new.chat_id!r} has no message to answer again")
+        parent = self.new.options.parent
         return ChatSessionRow(
-            id=session_key(self.tenant_id, self.chat_id),
-            tenant_id=self.tenant_id,
-            chat_id=self.chat_id,
-            title=self.message.text().strip()[:TITLE_LENGTH],
-            agent=self.agent,
+            id=session_key(self.new.tenant_id, self.new.chat_id),
+            tenant_id=self.new.tenant_id,
+            chat_id=self.new.chat_id,
+            title=self.new.message.text().strip()[:TITLE_LENGTH],
+            agent=self.new.agent,
             created_at=self.at,
             updated_at=self.at,
             parent_session_id=parent.session_id if parent else None,
@@ -144,35 +152,35 @@ class _Intake:
 
     def _answered(self, session: Session, chat: ChatSessionRow) -> _Answered:
         """What a regenerate, a continue or an edit goes back to in the stored transcript."""
-        message = self.message
+        message = self.new.message
         branch_point: str | None = None
-        if self.options.regenerate:
-            message = as_ui_message(stored_user_message(session, chat, self.message.id))
-        if self.options.continue_last:
+        if self.new.options.regenerate:
+            message = as_ui_message(stored_user_message(session, chat, self.new.message.id))
+        if self.new.options.continue_last:
             message = last_answer(session, chat)
-        if self.options.edit_of is not None:
-            branch_point = stored_user_message(session, chat, self.options.edit_of).parent_id
+        if self.new.options.edit_of is not None:
+            branch_point = stored_user_message(session, chat, self.new.options.edit_of).parent_id
         return _Answered(message, branch_point)
 
     def _check_message_ids(self, session: Session, chat: ChatSessionRow) -> None:
         """New messages bring new ids (a regenerate or a continue brings none)."""
-        if self.options.regenerate or self.options.continue_last:
+        if self.new.options.regenerate or self.new.options.continue_last:
             return
-        for each in [*self.options.prior_messages, self.message]:
+        for each in [*self.new.options.prior_messages, self.new.message]:
             if message_id_taken(session, chat.id, each.id):
                 raise MessageConflict(
-                    f"message {each.id!r} already exists in session {self.chat_id!r}; send "
+                    f"message {each.id!r} already exists in session {self.new.chat_id!r}; send "
                     "a new message id, or repeat the original request to attach to its turn"
                 )
 
     def _row(self, chat: ChatSessionRow, answered: _Answered) -> SubmissionRow:
-        options = self.options
+        options = self.new.options
         return SubmissionRow(
             id=options.submission_id or new_submission_id(),
             session_id=chat.id,
             chat_id=chat.chat_id,
-            tenant_id=self.tenant_id,
-            idempotency_key=self.idempotency_key,
+            tenant_id=self.new.tenant_id,
+            idempotency_key=self.new.idempotency_key,
             status="pending",
             agent=chat.agent,
             user_message=answered.message.model_dump(mode="json"),
@@ -194,7 +202,7 @@ class _Intake:
     ) -> Effects:
         """Admitted at once when the session is idle (unless debounced), else what the
         session's concurrency strategy decides (storage/busy_session.py)."""
-        options = self.options
+        options = self.new.options
         concurrency = strategy_for(
             session, chat, options.concurrency, options.debounce_ms, options.task_queue
         )
@@ -212,29 +220,11 @@ class _Intake:
         return Effects()
 
 
-async def submit(
-    db: Database,
-    *,
-    tenant_id: str,
-    chat_id: str,
-    agent: str,
-    message: UIMessage,
-    idempotency_key: str,
-    options: SubmissionOptions | None = None,
-) -> SubmitOutcome:
+async def submit(db: Database, new: NewSubmission) -> SubmitOutcome:
     """Record a submission once per key (and per id, when the submitter names it) in the
-    tenant's session `chat_id`, created if new; admit it at once when the session is idle."""
+    tenant's session `new.chat_id`, created if new; admit it at once when the session is idle."""
     for _ in range(3):
-        intake = _Intake(
-            tenant_id=tenant_id,
-            chat_id=chat_id,
-            agent=agent,
-            message=message,
-            idempotency_key=idempotency_key,
-            options=options or SubmissionOptions(),
-            at=now(),
-            notify=not db.is_sqlite,
-        )
+        intake = _Intake(new=new, at=now(), notify=not db.is_sqlite)
         try:
             return await db.transact(intake.record)
         except IntegrityError:

@@ -31,9 +31,9 @@ from perdure.domain.reducer import reduce_chunks
 from perdure.domain.ui import UIMessage
 from perdure.runtime.settings import Settings
 from perdure.telemetry.log_context import bind_ids
-from perdure.turn_control.lifecycle import NewSubmission
 from storage.chunks import load_log
 from storage.db import Database
+from storage.intake import NewSubmission
 from storage.log_watch import LogWatcher
 from storage.messages import active_path, stored_message
 from storage.submission_options import SubmissionOptions

@@ -36,8 +36,8 @@ from gateway.stop_answers import answered_status
 from perdure.domain.ui import UIMessage
 from perdure.runtime.settings import Settings
 from perdure.turn_control.client import wait_turn_ended
-from perdure.turn_control.lifecycle import NewSubmission
 from storage.db import Database
+from storage.intake import NewSubmission
 from storage.submission_ledger import (
     ENDED,
     clear_session,

@@ -13,14 +13,12 @@ admitted), then tells the admitted turn to run; a withdrawal admits the next the
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Protocol, TypeVar
 
 from temporalio.client import Client
 
 from perdure.domain.names import ADMIT_SIGNAL, SKIP_SIGNAL
-from perdure.domain.ui import UIMessage
 from perdure.turn_control.client import TurnStart, cancel_turn, signal_turn, start_turn
 from perdure.turn_control.fair_gate import (
     DEFAULT_INTAKE_CONCURRENCY,
@@ -29,10 +27,9 @@ from perdure.turn_control.fair_gate import (
 )
 from storage.bus import ChunkBus
 from storage.db import Database
-from storage.intake import SubmitOutcome, submit
+from storage.intake import NewSubmission, SubmitOutcome, submit
 from storage.stops import StopRecord, record_stop
 from storage.submission_locks import ACTIVE
-from storage.submission_options import SubmissionOptions
 from storage.tables import SubmissionRow
 from storage.turn_end import Finished, TurnEnd, end_turn
 from storage.withdrawal import withdraw_submission
@@ -53,19 +50,6 @@ class TemporalDeadline(Protocol):
 
 async def _as_is(call: Awaitable[T], *, patient: bool = False) -> T:
     return await call
-
-
-@dataclass(frozen=True)
-class NewSubmission:
-    """What a submitter asks for: a message for the tenant's session `chat_id`, once per
-    `idempotency_key`."""
-
-    tenant_id: str
-    chat_id: str
-    agent: str
-    message: UIMessage
-    idempotency_key: str
-    options: SubmissionOptions
 
 
 class SubmissionLifecycle:
@@ -98,7 +82,7 @@ class SubmissionLifecycle:
         unless the first request died before starting it. Tenants take turns: one tenant's
         burst does not hold another's message behind all of it (`fair_gate.py`)."""
         async with self._intake.turn(new.tenant_id, patience=INTAKE_PATIENCE_SECONDS):
-            outcome = await self._recorded(new)
+            outcome = await submit(self._db, new)
             await self._start_submitted(outcome)
         return outcome
 
@@ -106,18 +90,7 @@ class SubmissionLifecycle:
         """Record a sub-agent's submission (once per key), in the new session its parent's
         tool call opens: its parent's workflow starts its turn as a child workflow."""
         # A child's session is new: no running or queued turn for a strategy to act on.
-        return (await self._recorded(new)).submission
-
-    async def _recorded(self, new: NewSubmission) -> SubmitOutcome:
-        return await submit(
-            self._db,
-            tenant_id=new.tenant_id,
-            chat_id=new.chat_id,
-            agent=new.agent,
-            message=new.message,
-            idempotency_key=new.idempotency_key,
-            options=new.options,
-        )
+        return (await submit(self._db, new)).submission
 
     def _announce(self, submissions: Sequence[SubmissionRow]) -> None:
         if self._bus is not None and submissions:

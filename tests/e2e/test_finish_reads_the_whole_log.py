@@ -17,7 +17,7 @@ from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.bus import ChunkBus
 from storage.chunks import LogWriter, append_chunks, load_log, read_chunks
 from storage.db import Database
-from storage.intake import submit
+from storage.intake import NewSubmission, submit
 from storage.messages import stored_message
 
 STEP = LogWriter(key="activity:1", attempt=1)
@@ -30,11 +30,13 @@ async def test_chunks_written_after_the_finish_began_are_in_the_stored_answer(
     submission = (
         await submit(
             store,
-            tenant_id="default",
-            chat_id=f"finish-{label}",
-            agent="default",
-            message=UIMessage.model_validate(user_message(f"hello {label}")),
-            idempotency_key=f"finish-{label}",
+            NewSubmission(
+                tenant_id="default",
+                chat_id=f"finish-{label}",
+                agent="default",
+                message=UIMessage.model_validate(user_message(f"hello {label}")),
+                idempotency_key=f"finish-{label}",
+            ),
         )
     ).submission
     message_id = submission.assistant_message_id

@@ -11,7 +11,7 @@ from perdure.domain.ui import UIMessage
 from perdure.testing.chat_client import key_of, send
 from perdure.testing.stack import Stack
 from storage.db import Database
-from storage.intake import SubmitOutcome, submit
+from storage.intake import NewSubmission, SubmitOutcome, submit
 from storage.sessions import delete_session
 from storage.tables import ChatSessionRow, ChunkRow, MessageRow, SubmissionRow
 from storage.timing import now
@@ -28,11 +28,13 @@ async def submit_text(db: Database, session_id: str, message_id: str) -> SubmitO
     )
     return await submit(
         db,
-        tenant_id="default",
-        chat_id=session_id,
-        agent="default",
-        message=message,
-        idempotency_key=f"message:{message_id}",
+        NewSubmission(
+            tenant_id="default",
+            chat_id=session_id,
+            agent="default",
+            message=message,
+            idempotency_key=f"message:{message_id}",
+        ),
     )
 
 

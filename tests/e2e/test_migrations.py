@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from perdure.domain.ui import UIMessage
 from storage.db import Database
-from storage.intake import submit
+from storage.intake import NewSubmission, submit
 from storage.messages import active_path
 from storage.migrate import migrate
 from storage.session_keys import session_key
@@ -76,19 +76,23 @@ async def test_a_session_stored_before_tenant_chat_ids_keeps_working(url: str) -
         found = await get_session(db, tenant_id="alpha", chat_id="legacy")
         ours = await submit(
             db,
-            tenant_id="alpha",
-            chat_id="legacy",
-            agent="default",
-            message=_message("m2"),
-            idempotency_key="k",
+            NewSubmission(
+                tenant_id="alpha",
+                chat_id="legacy",
+                agent="default",
+                message=_message("m2"),
+                idempotency_key="k",
+            ),
         )
         theirs = await submit(
             db,
-            tenant_id="beta",
-            chat_id="legacy",
-            agent="default",
-            message=_message("b1"),
-            idempotency_key="k",
+            NewSubmission(
+                tenant_id="beta",
+                chat_id="legacy",
+                agent="default",
+                message=_message("b1"),
+                idempotency_key="k",
+            ),
         )
         path = await active_path(db, session_id="legacy")
         listed = [

@@ -13,7 +13,7 @@ from perdure.domain.ui import UIMessage
 from perdure.runtime.reconciler_schedule import RECONCILE_EVERY, ensure_reconciler_schedule
 from perdure.testing.chat_client import counting, key_of, read_stream, send, user_message
 from perdure.testing.stack import Stack
-from storage.intake import submit
+from storage.intake import NewSubmission, submit
 from storage.stops import record_stop
 from storage.tables import ChatSessionRow
 from tests.e2e.test_chat_turn import new_session, wait_for_text, wait_idle
@@ -37,11 +37,13 @@ async def test_a_turn_whose_gateway_died_before_starting_it_is_started(
     # what a gateway leaves behind when it dies between its commit and start_workflow
     recorded = await submit(
         stack.services.db,
-        tenant_id="default",
-        chat_id=session,
-        agent="default",
-        message=UIMessage.model_validate(user_message("@count 12")),
-        idempotency_key="orphan",
+        NewSubmission(
+            tenant_id="default",
+            chat_id=session,
+            agent="default",
+            message=UIMessage.model_validate(user_message("@count 12")),
+            idempotency_key="orphan",
+        ),
     )
 
     report = await reconcile_now(stack)
@@ -121,11 +123,13 @@ async def test_a_cancelled_submission_whose_turn_never_started_is_ended_not_star
     session = new_session()
     recorded = await submit(
         stack.services.db,
-        tenant_id="default",
-        chat_id=session,
-        agent="default",
-        message=UIMessage.model_validate(user_message("@count 3")),
-        idempotency_key="orphan-cancelled",
+        NewSubmission(
+            tenant_id="default",
+            chat_id=session,
+            agent="default",
+            message=UIMessage.model_validate(user_message("@count 3")),
+            idempotency_key="orphan-cancelled",
+        ),
     )
     await record_stop(
         stack.services.db,

@@ -18,7 +18,7 @@ from perdure.testing.chat_client import user_message
 from storage.bus import ChunkBus
 from storage.chunks import LogWriter, append_chunks, load_log
 from storage.db import Database
-from storage.intake import submit
+from storage.intake import NewSubmission, submit
 
 TOOL_ACTIVITY_ID = "2"
 
@@ -31,11 +31,13 @@ async def test_a_retry_after_a_crash_that_followed_an_idempotent_tools_result_ru
     label = uuid.uuid4().hex[:8]
     outcome = await submit(
         store,
-        tenant_id="default",
-        chat_id=f"settled-{label}",
-        agent="counting-tools",
-        message=UIMessage.model_validate(user_message(f"count {label}")),
-        idempotency_key=f"settled-{label}",
+        NewSubmission(
+            tenant_id="default",
+            chat_id=f"settled-{label}",
+            agent="counting-tools",
+            message=UIMessage.model_validate(user_message(f"count {label}")),
+            idempotency_key=f"settled-{label}",
+        ),
     )
     submission = outcome.submission
     message_id = submission.assistant_message_id

@@ -17,11 +17,12 @@ import pytest
 from temporalio.client import Client
 
 from perdure.domain.ui import UIMessage
-from perdure.turn_control.lifecycle import NewSubmission, SubmissionLifecycle
+from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage import log_watch
 from storage.bus import ChunkBus
 from storage.chunks import LogWriter
 from storage.db import Database
+from storage.intake import NewSubmission
 from storage.log_appender import LogAppender
 from storage.socket_bus import SocketBus, bus_directory
 from storage.submission_options import SubmissionOptions

@@ -11,7 +11,7 @@ from perdure.domain.ui import UIMessage
 from perdure.testing.chat_client import Streamed, chat_body, key_of, send, user_message
 from perdure.testing.stack import Stack
 from storage.db import Database
-from storage.intake import submit
+from storage.intake import NewSubmission, submit
 from storage.stops import decide_ending, record_stop
 from storage.submission_reads import get_submission
 from storage.tables import ChatSessionRow
@@ -148,11 +148,13 @@ async def recorded_submission(db: Database) -> tuple[str, str]:
     session = new_session()
     outcome = await submit(
         db,
-        tenant_id="default",
-        chat_id=session,
-        agent="default",
-        message=UIMessage.model_validate(user_message("hello")),
-        idempotency_key=f"k-{session}",
+        NewSubmission(
+            tenant_id="default",
+            chat_id=session,
+            agent="default",
+            message=UIMessage.model_validate(user_message("hello")),
+            idempotency_key=f"k-{session}",
+        ),
     )
     return outcome.submission.session_id, outcome.submission.id
 
@@ -198,11 +200,13 @@ async def test_a_stop_while_the_running_turn_finishes_never_reaches_the_queued_o
     assert chat is not None
     queued = await submit(
         store,
-        tenant_id="default",
-        chat_id=chat.chat_id,
-        agent="default",
-        message=UIMessage.model_validate(user_message("next")),
-        idempotency_key=f"k-{chat.chat_id}-next",
+        NewSubmission(
+            tenant_id="default",
+            chat_id=chat.chat_id,
+            agent="default",
+            message=UIMessage.model_validate(user_message("next")),
+            idempotency_key=f"k-{chat.chat_id}-next",
+        ),
     )
     await decide_ending(store, submission_id=running, proposed="completed")
 

@@ -11,7 +11,7 @@ from perdure.testing.chat_client import key_of
 from storage.admission import apply_recovery_plan, queued_after
 from storage.chunks import LogWriter, load_log
 from storage.db import Database
-from storage.intake import submit
+from storage.intake import NewSubmission, submit
 from storage.submission_reads import get_submission
 from storage.tables import SubmissionRow
 
@@ -25,11 +25,13 @@ def message(text: str) -> UIMessage:
 async def submit_text(store: Database, session: str, text: str) -> SubmissionRow:
     outcome = await submit(
         store,
-        tenant_id="t",
-        chat_id=session,
-        agent="default",
-        message=message(text),
-        idempotency_key=f"key:{text}",
+        NewSubmission(
+            tenant_id="t",
+            chat_id=session,
+            agent="default",
+            message=message(text),
+            idempotency_key=f"key:{text}",
+        ),
     )
     return outcome.submission
 

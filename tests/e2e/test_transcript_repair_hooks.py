@@ -11,7 +11,7 @@ from perdure.domain.ui import Chunk, UIMessage
 from perdure.testing.chat_client import user_message
 from storage.db import Database
 from storage.events import list_events
-from storage.intake import submit
+from storage.intake import NewSubmission, submit
 
 INTERRUPTED: list[Chunk] = [
     {"type": "start", "messageId": "msg_repair"},
@@ -52,11 +52,13 @@ class BrokenRepair(Agent):
 async def repaired_with(agent: Agent, store: Database) -> tuple[list[Chunk], str]:
     outcome = await submit(
         store,
-        tenant_id="default",
-        chat_id=f"repair-{agent.name}",
-        agent="default",
-        message=UIMessage.model_validate(user_message("refund order 7")),
-        idempotency_key=f"repair-{agent.name}",
+        NewSubmission(
+            tenant_id="default",
+            chat_id=f"repair-{agent.name}",
+            agent="default",
+            message=UIMessage.model_validate(user_message("refund order 7")),
+            idempotency_key=f"repair-{agent.name}",
+        ),
     )
     session_id = outcome.submission.session_id
     chunks = await repair_transcript(
