@@ -9,17 +9,7 @@ import os
 import re
 import sys
 
-from rich.console import Console
-
-from perdure.commands.chat_client import ChatOptions, interactive, one_shot
 from perdure.commands.gateway_client import DEFAULT_URL, Gateway, GatewayError
-from perdure.commands.sessions_client import (
-    confirmed_delete,
-    delete_session,
-    list_sessions,
-    show_session,
-    turn_link,
-)
 
 CLIENT_COMMANDS = frozenset({"chat", "sessions", "open"})
 MAX_LIST_LIMIT = 200
@@ -132,6 +122,19 @@ def add_client_commands(commands: "argparse._SubParsersAction[argparse.ArgumentP
 
 def run_client_command(args: argparse.Namespace) -> int:
     """The exit status: 0, or 1 with the reason on stderr."""
+    # Imported here: every `perdure` command builds this parser, and the servers need no
+    # terminal rendering (rich, markdown, pygments: a tenth of a second at every start).
+    from rich.console import Console
+
+    from perdure.commands.chat_client import ChatOptions, interactive, one_shot
+    from perdure.commands.sessions_client import (
+        confirmed_delete,
+        delete_session,
+        list_sessions,
+        show_session,
+        turn_link,
+    )
+
     gateway = Gateway(args.url, args.api_key)
     console = Console(highlight=False)
     try:
