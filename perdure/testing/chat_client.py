@@ -40,6 +40,10 @@ class Streamed:
     def types(self) -> list[str]:
         return [c["type"] for c in self.chunks]
 
+    def counted(self) -> int:
+        """How far a counting answer (`counting`) has got: the numbers its text holds."""
+        return len(self.text().split())
+
 
 def user_message(text: str, message_id: str | None = None) -> dict[str, Any]:
     return {
@@ -65,9 +69,13 @@ async def read_stream(
     url: str,
     *,
     stop_after: int | None = None,
+    stop_at_count: int | None = None,
     **kwargs: Any,
 ) -> Streamed:
-    """Read SSE events; with `stop_after`, drop the connection after that many events."""
+    """Read SSE events; with `stop_after`, drop the connection after that many events; with
+    `stop_at_count`, once a counting answer has got that far. An event count says little of
+    where the answer is: under load, deltas written in one flush are joined into one event
+    (`perdure/domain/delta_coalescing.py`), so a few events may hold the whole answer."""
     async with aconnect_sse(http, method, url, **kwargs) as source:
         streamed = Streamed(status=source.response.status_code, headers=source.response.headers)
         if source.response.status_code != 200:
@@ -85,6 +93,8 @@ async def read_stream(
             streamed.event_ids.append(event.id)
             if stop_after is not None and len(streamed.events) >= stop_after:
                 break
+            if stop_at_count is not None and streamed.counted() >= stop_at_count:
+                break
     return streamed
 
 
@@ -95,12 +105,19 @@ async def send(
     *,
     message_id: str | None = None,
     stop_after: int | None = None,
+    stop_at_count: int | None = None,
     headers: dict[str, str] | None = None,
     **extra: Any,
 ) -> Streamed:
     body = chat_body(session_id, user_message(text, message_id), **extra)
     return await read_stream(
-        http, "POST", "/api/chat", json=body, headers=headers or {}, stop_after=stop_after
+        http,
+        "POST",
+        "/api/chat",
+        json=body,
+        headers=headers or {},
+        stop_after=stop_after,
+        stop_at_count=stop_at_count,
     )
 
 

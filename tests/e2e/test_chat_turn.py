@@ -79,7 +79,7 @@ async def test_a_dropped_stream_resumes_after_last_event_id_without_gap_or_dupli
     http: httpx.AsyncClient,
 ) -> None:
     session = new_session()
-    first = await send(http, session, "@count 150 @delay 5", stop_after=40)
+    first = await send(http, session, "@count 150 @delay 5", stop_at_count=40)
     last_seen = first.ids[-1]
 
     rest = await read_stream(

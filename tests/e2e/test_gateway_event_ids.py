@@ -41,7 +41,7 @@ async def test_an_event_id_of_the_running_turn_resumes_right_after_it(
     http: httpx.AsyncClient,
 ) -> None:
     session = f"ids-{uuid.uuid4().hex[:8]}"
-    first = await send(http, session, "@count 80 @delay 5", stop_after=12)
+    first = await send(http, session, "@count 80 @delay 5", stop_at_count=12)
 
     rest = await read_stream(
         http, "GET", f"/api/chat/{session}/stream", headers={"Last-Event-ID": first.last_event_id}
