@@ -27,12 +27,17 @@ def skip_or_fail(reason: str) -> None:
 
 
 @contextlib.contextmanager
-def database_url(backend: str, directory: Path) -> Iterator[str]:
+def _skipped_if_unavailable() -> Iterator[None]:
     try:
-        with throwaway_url(backend, directory) as url:
-            yield url
+        yield
     except PostgresUnavailable as unavailable:
         skip_or_fail(str(unavailable))
+
+
+@contextlib.contextmanager
+def database_url(backend: str, directory: Path) -> Iterator[str]:
+    with _skipped_if_unavailable(), throwaway_url(backend, directory) as url:
+        yield url
 
 
 @contextlib.contextmanager
@@ -40,8 +45,5 @@ def migrated_database_url(
     templates: MigratedTemplates, backend: str, directory: Path
 ) -> Iterator[str]:
     """As `database_url`, the store migrated already (a copy of `templates`' store)."""
-    try:
-        with templates.copy(backend, directory) as url:
-            yield url
-    except PostgresUnavailable as unavailable:
-        skip_or_fail(str(unavailable))
+    with _skipped_if_unavailable(), templates.copy(backend, directory) as url:
+        yield url

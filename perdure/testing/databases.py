@@ -36,11 +36,18 @@ def database_url(backend: str, directory: Path) -> Iterator[str]:
     if backend == "sqlite":
         yield f"sqlite:///{directory / 'perdure.db'}"
         return
-    reason = postgres_available()
-    if reason is not None:
-        raise PostgresUnavailable(reason)
+    _require_postgres()
     with _throwaway_database() as url:
         yield url
+
+
+def _require_postgres() -> None:
+    if (reason := postgres_available()) is not None:
+        raise PostgresUnavailable(reason)
+
+
+def _url_of(name: str) -> str:
+    return f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
 
 
 def _create_database(name: str, template: str | None = None) -> None:
@@ -56,10 +63,11 @@ def _drop_database(name: str) -> None:
 
 @contextlib.contextmanager
 def _throwaway_database(template: str | None = None) -> Iterator[str]:
+    """A new PostgreSQL database (a copy of `template`, if given), dropped afterwards."""
     name = f"perdure_test_{uuid.uuid4().hex[:12]}"
     _create_database(name, template)
     try:
-        yield f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
+        yield _url_of(name)
     finally:
         _drop_database(name)
 
@@ -86,7 +94,7 @@ class MigratedTemplates:
                 name = f"perdure_template_{uuid.uuid4().hex[:12]}"
                 _create_database(name)
                 self._made[backend] = name
-                migrate(f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{name}")
+                migrate(_url_of(name))
         return self._made[backend]
 
     @contextlib.contextmanager
@@ -98,9 +106,7 @@ class MigratedTemplates:
             shutil.copyfile(template, path)
             yield f"sqlite:///{path}"
             return
-        reason = postgres_available()
-        if reason is not None:
-            raise PostgresUnavailable(reason)
+        _require_postgres()
         with _throwaway_database(template=self._template(backend)) as url:
             yield url
 

@@ -11,14 +11,14 @@ import activities.finish
 from activities.finish import TurnFinisher
 from perdure.agents_registry import load_agents
 from perdure.domain.payloads import FinishTurnInput, TurnRef
-from perdure.domain.ui import Chunk, UIMessage
-from perdure.testing.chat_client import user_message
+from perdure.domain.ui import Chunk
 from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.bus import ChunkBus
 from storage.chunks import LogWriter, append_chunks, load_log, read_chunks
 from storage.db import Database
-from storage.intake import NewSubmission, submit
+from storage.intake import submit
 from storage.messages import stored_message
+from tests.submitting import user_submission
 
 STEP = LogWriter(key="activity:1", attempt=1)
 
@@ -30,13 +30,7 @@ async def test_chunks_written_after_the_finish_began_are_in_the_stored_answer(
     submission = (
         await submit(
             store,
-            NewSubmission(
-                tenant_id="default",
-                chat_id=f"finish-{label}",
-                agent="default",
-                message=UIMessage.model_validate(user_message(f"hello {label}")),
-                idempotency_key=f"finish-{label}",
-            ),
+            user_submission(f"finish-{label}", f"hello {label}", key=f"finish-{label}"),
         )
     ).submission
     message_id = submission.assistant_message_id

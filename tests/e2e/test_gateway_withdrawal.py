@@ -7,15 +7,15 @@ import uuid
 import httpx
 from sqlmodel import select
 
-from perdure.domain.ui import UIMessage
 from perdure.testing.chat_client import key_of, send
 from perdure.testing.stack import Stack
 from storage.db import Database
-from storage.intake import NewSubmission, SubmitOutcome, submit
+from storage.intake import SubmitOutcome, submit
 from storage.sessions import delete_session
 from storage.tables import ChatSessionRow, ChunkRow, MessageRow, SubmissionRow
 from storage.timing import now
 from storage.withdrawal import withdraw_submission
+from tests.submitting import user_submission
 
 
 def new_session() -> str:
@@ -23,18 +23,9 @@ def new_session() -> str:
 
 
 async def submit_text(db: Database, session_id: str, message_id: str) -> SubmitOutcome:
-    message = UIMessage.model_validate(
-        {"id": message_id, "role": "user", "parts": [{"type": "text", "text": message_id}]}
-    )
     return await submit(
         db,
-        NewSubmission(
-            tenant_id="default",
-            chat_id=session_id,
-            agent="default",
-            message=message,
-            idempotency_key=f"message:{message_id}",
-        ),
+        user_submission(session_id, message_id, key=f"message:{message_id}", message_id=message_id),
     )
 
 

@@ -9,9 +9,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from perdure.domain.ui import UIMessage
 from storage.db import Database
-from storage.intake import NewSubmission, submit
+from storage.intake import submit
 from storage.messages import active_path
 from storage.migrate import migrate
 from storage.session_keys import session_key
@@ -19,6 +18,7 @@ from storage.sessions import get_session, list_sessions
 from storage.tables import ChatSessionRow, MessageRow
 from storage.urls import sync_url
 from tests.databases import database_url
+from tests.submitting import user_submission
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -35,12 +35,6 @@ def _insert(url: str, *statements: sa.Executable) -> None:
                 connection.execute(statement)
     finally:
         engine.dispose()
-
-
-def _message(message_id: str) -> UIMessage:
-    return UIMessage.model_validate(
-        {"id": message_id, "role": "user", "parts": [{"type": "text", "text": message_id}]}
-    )
 
 
 async def test_a_session_stored_before_tenant_chat_ids_keeps_working(url: str) -> None:
@@ -76,23 +70,11 @@ async def test_a_session_stored_before_tenant_chat_ids_keeps_working(url: str) -
         found = await get_session(db, tenant_id="alpha", chat_id="legacy")
         ours = await submit(
             db,
-            NewSubmission(
-                tenant_id="alpha",
-                chat_id="legacy",
-                agent="default",
-                message=_message("m2"),
-                idempotency_key="k",
-            ),
+            user_submission("legacy", "m2", key="k", tenant_id="alpha", message_id="m2"),
         )
         theirs = await submit(
             db,
-            NewSubmission(
-                tenant_id="beta",
-                chat_id="legacy",
-                agent="default",
-                message=_message("b1"),
-                idempotency_key="k",
-            ),
+            user_submission("legacy", "b1", key="k", tenant_id="beta", message_id="b1"),
         )
         path = await active_path(db, session_id="legacy")
         listed = [

@@ -9,14 +9,14 @@ from temporalio.client import ScheduleIntervalSpec, ScheduleUpdate, ScheduleUpda
 
 from perdure.domain.names import RECONCILER_WORKFLOW, reconciler_schedule_id, turn_workflow_id
 from perdure.domain.payloads import ReconcileInput, ReconcileReport
-from perdure.domain.ui import UIMessage
 from perdure.runtime.reconciler_schedule import RECONCILE_EVERY, ensure_reconciler_schedule
-from perdure.testing.chat_client import counting, key_of, read_stream, send, user_message
+from perdure.testing.chat_client import counting, key_of, read_stream, send
 from perdure.testing.stack import Stack
-from storage.intake import NewSubmission, submit
+from storage.intake import submit
 from storage.stops import record_stop
 from storage.tables import ChatSessionRow
 from tests.e2e.test_chat_turn import new_session, wait_for_text, wait_idle
+from tests.submitting import user_submission
 
 
 async def reconcile_now(stack: Stack) -> ReconcileReport:
@@ -37,13 +37,7 @@ async def test_a_turn_whose_gateway_died_before_starting_it_is_started(
     # what a gateway leaves behind when it dies between its commit and start_workflow
     recorded = await submit(
         stack.services.db,
-        NewSubmission(
-            tenant_id="default",
-            chat_id=session,
-            agent="default",
-            message=UIMessage.model_validate(user_message("@count 12")),
-            idempotency_key="orphan",
-        ),
+        user_submission(session, "@count 12", key="orphan"),
     )
 
     report = await reconcile_now(stack)
@@ -123,13 +117,7 @@ async def test_a_cancelled_submission_whose_turn_never_started_is_ended_not_star
     session = new_session()
     recorded = await submit(
         stack.services.db,
-        NewSubmission(
-            tenant_id="default",
-            chat_id=session,
-            agent="default",
-            message=UIMessage.model_validate(user_message("@count 3")),
-            idempotency_key="orphan-cancelled",
-        ),
+        user_submission(session, "@count 3", key="orphan-cancelled"),
     )
     await record_stop(
         stack.services.db,

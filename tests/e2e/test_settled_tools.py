@@ -11,14 +11,13 @@ from activities.turn_tools import ToolSources
 from activities.workspace_tools import WorkspaceTools
 from perdure.agents_registry import load_agents
 from perdure.domain.payloads import RunToolInput, TurnRef
-from perdure.domain.ui import UIMessage
 from perdure.runtime.settings import Settings
 from perdure.testing.agents import chat as agents
-from perdure.testing.chat_client import user_message
 from storage.bus import ChunkBus
 from storage.chunks import LogWriter, append_chunks, load_log
 from storage.db import Database
-from storage.intake import NewSubmission, submit
+from storage.intake import submit
+from tests.submitting import user_submission
 
 TOOL_ACTIVITY_ID = "2"
 
@@ -31,12 +30,8 @@ async def test_a_retry_after_a_crash_that_followed_an_idempotent_tools_result_ru
     label = uuid.uuid4().hex[:8]
     outcome = await submit(
         store,
-        NewSubmission(
-            tenant_id="default",
-            chat_id=f"settled-{label}",
-            agent="counting-tools",
-            message=UIMessage.model_validate(user_message(f"count {label}")),
-            idempotency_key=f"settled-{label}",
+        user_submission(
+            f"settled-{label}", f"count {label}", key=f"settled-{label}", agent="counting-tools"
         ),
     )
     submission = outcome.submission

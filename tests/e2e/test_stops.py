@@ -7,16 +7,16 @@ import uuid
 import httpx
 from httpx_sse import aconnect_sse
 
-from perdure.domain.ui import UIMessage
 from perdure.testing.chat_client import Streamed, chat_body, key_of, send, user_message
 from perdure.testing.stack import Stack
 from storage.db import Database
-from storage.intake import NewSubmission, submit
+from storage.intake import submit
 from storage.stops import decide_ending, record_stop
 from storage.submission_reads import get_submission
 from storage.tables import ChatSessionRow
 from tests.e2e.test_chat_turn import wait_for_text, wait_idle
 from tests.fakeprovider_fixtures import FakeProvider
+from tests.submitting import user_submission
 
 
 def new_session() -> str:
@@ -148,13 +148,7 @@ async def recorded_submission(db: Database) -> tuple[str, str]:
     session = new_session()
     outcome = await submit(
         db,
-        NewSubmission(
-            tenant_id="default",
-            chat_id=session,
-            agent="default",
-            message=UIMessage.model_validate(user_message("hello")),
-            idempotency_key=f"k-{session}",
-        ),
+        user_submission(session, "hello", key=f"k-{session}"),
     )
     return outcome.submission.session_id, outcome.submission.id
 
@@ -200,13 +194,7 @@ async def test_a_stop_while_the_running_turn_finishes_never_reaches_the_queued_o
     assert chat is not None
     queued = await submit(
         store,
-        NewSubmission(
-            tenant_id="default",
-            chat_id=chat.chat_id,
-            agent="default",
-            message=UIMessage.model_validate(user_message("next")),
-            idempotency_key=f"k-{chat.chat_id}-next",
-        ),
+        user_submission(chat.chat_id, "next", key=f"k-{chat.chat_id}-next"),
     )
     await decide_ending(store, submission_id=running, proposed="completed")
 

@@ -6,32 +6,20 @@ import uuid
 
 import pytest
 
-from perdure.domain.ui import UIMessage
 from perdure.testing.chat_client import key_of
 from storage.admission import apply_recovery_plan, queued_after
 from storage.chunks import LogWriter, load_log
 from storage.db import Database
-from storage.intake import NewSubmission, submit
+from storage.intake import submit
 from storage.submission_reads import get_submission
 from storage.tables import SubmissionRow
-
-
-def message(text: str) -> UIMessage:
-    return UIMessage.model_validate(
-        {"id": uuid.uuid4().hex[:12], "role": "user", "parts": [{"type": "text", "text": text}]}
-    )
+from tests.submitting import user_submission
 
 
 async def submit_text(store: Database, session: str, text: str) -> SubmissionRow:
     outcome = await submit(
         store,
-        NewSubmission(
-            tenant_id="t",
-            chat_id=session,
-            agent="default",
-            message=message(text),
-            idempotency_key=f"key:{text}",
-        ),
+        user_submission(session, text, key=f"key:{text}", tenant_id="t"),
     )
     return outcome.submission
 

@@ -8,10 +8,10 @@ from perdure.domain.conversation import to_conversation
 from perdure.domain.reducer import reduce_chunks
 from perdure.domain.repair import INTERRUPTED_TOOL_TEXT, unsettled_tool_parts
 from perdure.domain.ui import Chunk, UIMessage
-from perdure.testing.chat_client import user_message
 from storage.db import Database
 from storage.events import list_events
-from storage.intake import NewSubmission, submit
+from storage.intake import submit
+from tests.submitting import user_submission
 
 INTERRUPTED: list[Chunk] = [
     {"type": "start", "messageId": "msg_repair"},
@@ -52,13 +52,7 @@ class BrokenRepair(Agent):
 async def repaired_with(agent: Agent, store: Database) -> tuple[list[Chunk], str]:
     outcome = await submit(
         store,
-        NewSubmission(
-            tenant_id="default",
-            chat_id=f"repair-{agent.name}",
-            agent="default",
-            message=UIMessage.model_validate(user_message("refund order 7")),
-            idempotency_key=f"repair-{agent.name}",
-        ),
+        user_submission(f"repair-{agent.name}", "refund order 7", key=f"repair-{agent.name}"),
     )
     session_id = outcome.submission.session_id
     chunks = await repair_transcript(

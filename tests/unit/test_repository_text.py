@@ -24,9 +24,9 @@ _ORDINAL = (
 PROGRESS_REPORTS: dict[str, re.Pattern[str]] = {
     "an issue reference": re.compile(r"\bissues?\s+#?\d+(?:\s*(?:,|and|&|to|–)\s*#?\d+)*", re.I),
     "the issue worked on": re.compile(r"\bthe issue's\b", re.I),
-    "a stop note": re.compile(r"\bstop[- ]" r"notes?\b", re.I),
-    "a closing note": re.compile(r"\bclosing[- ]notes?\b", re.I),
-    "a progress note": re.compile(r"\bprogress[- ]notes?\b", re.I),
+    "a note named for where work stopped": re.compile(r"\bstop[- ]" r"notes?\b", re.I),
+    "a note named for closing work": re.compile(r"\bclosing[- ]" r"notes?\b", re.I),
+    "a note named for progress": re.compile(r"\bprogress[- ]" r"notes?\b", re.I),
     "the dated notes directory": re.compile(r"\bdocs/notes\b", re.I),
     "a numbered work session": re.compile(rf"\b{_ORDINAL}\s+session\b", re.I),
     "the next or previous work session": re.compile(
