@@ -5,6 +5,9 @@
 # first lane runs everything else in two pytest-xdist workers, so that one test's waits (a
 # heartbeat timeout, a paced answer) overlap another's work. Both lanes must pass.
 set -u
+# Every process of the suite keeps the bytecode it compiles (the project's modules, and the test
+# modules as pytest rewrites them): under PYTHONDONTWRITEBYTECODE each would compile them again.
+unset PYTHONDONTWRITEBYTECODE
 PYTEST=${PYTEST:-.venv/bin/pytest}
 SECOND_LANE="tests/chaos tests/browser"
 work=$(mktemp -d)

@@ -20,7 +20,7 @@ from temporalio.client import Client
 
 from perdure.runtime.temporal_dev import DevServerConfig, dev_server
 from perdure.testing.chat_client import chat_body, counting, user_message
-from perdure.testing.processes import PerdureProcess, wait_healthy
+from perdure.testing.processes import PerdureProcess, Starter, wait_healthy
 from perdure.testing.stack import free_port
 
 PARTITIONS = 4
@@ -37,16 +37,27 @@ class ProviderEnv(Protocol):
 class Served(Protocol):
     """What the cluster's workers serve: `agents` (PERDURE_AGENTS), importable from `root`."""
 
-    agents: str
-    root: Path
+    @property
+    def agents(self) -> str: ...
+
+    @property
+    def root(self) -> Path: ...
 
 
 RELAY_SECRET = "cluster-relay-secret"
 
 
 class Cluster:
-    def __init__(self, workdir: Path, fake: ProviderEnv, database_url: str, served: Served) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        fake: ProviderEnv,
+        database_url: str,
+        served: Served,
+        starter: Starter | None = None,
+    ) -> None:
         self.workdir = workdir
+        self.starter = starter
         self.temporal_address = f"127.0.0.1:{free_port()}"
         self.temporal_db = workdir / "temporal.db"
         self.processes: list[PerdureProcess] = []
@@ -89,7 +100,9 @@ class Cluster:
                     await asyncio.to_thread(self.stop)
 
     def worker(self, **extra_env: str) -> PerdureProcess:
-        process = PerdureProcess("worker", {**self.env, **extra_env}, self.workdir).start()
+        process = PerdureProcess(
+            "worker", {**self.env, **extra_env}, self.workdir, self.starter
+        ).start()
         self.processes.append(process)
         return process
 
@@ -98,7 +111,7 @@ class Cluster:
         that points a worker at it."""
         port = port or free_port()
         env = {**self.env, "PERDURE_RELAY_PORT": str(port), "PERDURE_RELAY_SECRET": RELAY_SECRET}
-        process = PerdureProcess("relay", env, self.workdir)
+        process = PerdureProcess("relay", env, self.workdir, self.starter)
         self.processes.append(process.start())
         url = f"http://127.0.0.1:{port}"
         await wait_healthy(url, process)
@@ -107,7 +120,9 @@ class Cluster:
 
     async def gateway(self) -> str:
         port = free_port()
-        process = PerdureProcess("gateway", {**self.env, "PERDURE_PORT": str(port)}, self.workdir)
+        process = PerdureProcess(
+            "gateway", {**self.env, "PERDURE_PORT": str(port)}, self.workdir, self.starter
+        )
         self.processes.append(process.start())
         url = f"http://127.0.0.1:{port}"
         await wait_healthy(url, process)
@@ -118,7 +133,7 @@ class Cluster:
         """A `perdure serve` process (a gateway and a worker in one): its URL, once healthy."""
         port = free_port()
         env = {**self.env, "PERDURE_PORT": str(port), **extra_env}
-        process = PerdureProcess("serve", env, self.workdir)
+        process = PerdureProcess("serve", env, self.workdir, self.starter)
         self.processes.append(process.start())
         url = f"http://127.0.0.1:{port}"
         await wait_healthy(url, process)
@@ -161,7 +176,7 @@ class Cluster:
         deadline = asyncio.get_running_loop().time() + timeout
         prefix = f"{worker.pid}@"
         while not any(identity.startswith(prefix) for identity in await self.pollers()):
-            if worker.process is not None and worker.process.poll() is not None:
+            if not worker.running():
                 raise AssertionError(f"perdure worker exited:\n{worker.output()}")
             if asyncio.get_running_loop().time() > deadline:
                 raise AssertionError(f"worker {worker.pid} not polling after {timeout} s")
@@ -181,9 +196,14 @@ class Cluster:
 
 @contextlib.asynccontextmanager
 async def running_cluster(
-    workdir: Path, fake: ProviderEnv, database_url: str, served: Served
+    workdir: Path,
+    fake: ProviderEnv,
+    database_url: str,
+    served: Served,
+    starter: Starter | None = None,
 ) -> AsyncIterator[Cluster]:
-    cluster = Cluster(workdir, fake, database_url, served)
+    """The cluster's processes are started by `starter` (by default, the `perdure` executable)."""
+    cluster = Cluster(workdir, fake, database_url, served, starter)
     try:
         yield cluster
     finally:

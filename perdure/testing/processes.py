@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 
@@ -14,33 +15,67 @@ PERDURE = str(Path(sys.executable).parent / "perdure")
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Runs in the child: a test or benchmark killed abruptly leaves no stray server behind."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-class PerdureProcess:
-    """One `perdure <command>` subprocess; its output goes to a log file for post-mortems."""
+class Started(Protocol):
+    """A started process, as `subprocess.Popen` offers it."""
 
-    def __init__(self, command: str, env: dict[str, str], log_dir: Path) -> None:
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+class Starter(Protocol):
+    """Starts `perdure <command>` with exactly `env`, its output to `log_path`."""
+
+    def start(self, command: str, env: dict[str, str], log_path: Path) -> Started: ...
+
+
+class ExecutableStarter:
+    """Runs the `perdure` executable, as a user does."""
+
+    def start(self, command: str, env: dict[str, str], log_path: Path) -> Started:
+        with open(log_path, "ab") as log:  # the child holds its own copy
+            return subprocess.Popen(
+                [PERDURE, command],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+
+
+class PerdureProcess:
+    """One `perdure <command>` process; its output goes to a log file for post-mortems."""
+
+    def __init__(
+        self,
+        command: str,
+        env: dict[str, str],
+        log_dir: Path,
+        starter: Starter | None = None,
+    ) -> None:
         self.command = command
         self.env = env
         self.log_path = log_dir / f"{command}-{os.getpid()}-{id(self)}.log"
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: Started | None = None
+        self._starter = starter or ExecutableStarter()
 
     def start(self) -> "PerdureProcess":
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("PERDURE_")}
-        log = open(self.log_path, "ab")  # noqa: SIM115 - closed by the child's exit
-        self.process = subprocess.Popen(
-            [PERDURE, self.command],
-            env={**inherited, **self.env},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
+        self.process = self._starter.start(self.command, {**inherited, **self.env}, self.log_path)
         return self
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
     def kill(self) -> None:
         """SIGKILL: no cleanup at all, like a crashed machine."""

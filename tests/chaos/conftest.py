@@ -1,22 +1,55 @@
 """What the chaos specifications share."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
-from perdure.testing.cluster import Cluster, running_cluster
+from perdure.testing.cluster import Cluster, Served, running_cluster
 from perdure.testing.databases import MigratedTemplates
 from perdure.testing.fakeprovider.server import FakeProvider
+from perdure.testing.process_spawner import ProcessSpawner, process_spawner
 from tests.databases import migrated_database_url
 from tests.served import CLUSTER
 
 
+@pytest.fixture(scope="session")
+def spawner() -> Iterator[ProcessSpawner]:
+    """Starts the clusters' `perdure` processes without importing the server in each: the
+    specs start dozens, and each start's imports cost about two seconds of CPU."""
+    with process_spawner() as started:
+        yield started
+
+
+@pytest.fixture
+def served() -> Served:
+    """What the clusters' workers serve (a module's own fixture can say otherwise)."""
+    return CLUSTER
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def cluster(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    fake_provider: FakeProvider,
+    store_templates: MigratedTemplates,
+    spawner: ProcessSpawner,
+    served: Served,
+) -> AsyncIterator[Cluster]:
+    """Processes on one store, of each kind: the embedded one and the scale-out one."""
+    with migrated_database_url(store_templates, request.param, tmp_path) as url:
+        async with running_cluster(tmp_path, fake_provider, url, served, spawner) as running:
+            yield running
+
+
 @pytest.fixture
 async def postgres_cluster(
-    tmp_path: Path, fake_provider: FakeProvider, store_templates: MigratedTemplates
+    tmp_path: Path,
+    fake_provider: FakeProvider,
+    store_templates: MigratedTemplates,
+    spawner: ProcessSpawner,
 ) -> AsyncIterator[Cluster]:
     """Processes on one PostgreSQL store, the scale-out store."""
     with migrated_database_url(store_templates, "postgres", tmp_path) as url:
-        async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
+        async with running_cluster(tmp_path, fake_provider, url, CLUSTER, spawner) as running:
             yield running

@@ -5,32 +5,14 @@ duplicated in the store, and every stream resumes without a gap."""
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from perdure.testing.chat_client import chat_body, counting, read_stream, send, user_message
-from perdure.testing.cluster import Cluster, LiveStream, running_cluster, wait_until
-from perdure.testing.databases import MigratedTemplates
-from perdure.testing.fakeprovider.server import FakeProvider
-from tests.databases import migrated_database_url
-from tests.served import CLUSTER
+from perdure.testing.cluster import Cluster, LiveStream, wait_until
 from tests.waiting import eventually
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def cluster(
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-    fake_provider: FakeProvider,
-    store_templates: MigratedTemplates,
-) -> AsyncIterator[Cluster]:
-    with migrated_database_url(store_templates, request.param, tmp_path) as url:
-        async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
-            yield running
 
 
 async def stored(url: str, session: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:

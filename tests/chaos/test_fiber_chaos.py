@@ -5,33 +5,16 @@ its maximum age is not recovered but ends `error`, saying so."""
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from perdure.testing.cluster import Cluster, running_cluster
-from perdure.testing.databases import MigratedTemplates
-from perdure.testing.fakeprovider.server import FakeProvider
-from tests.databases import migrated_database_url
-from tests.served import CLUSTER
+from perdure.testing.cluster import Cluster
 
 COUNT = 1000
 STASH_EVERY = 100
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def cluster(
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-    fake_provider: FakeProvider,
-    store_templates: MigratedTemplates,
-) -> AsyncIterator[Cluster]:
-    with migrated_database_url(store_templates, request.param, tmp_path) as url:
-        async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
-            yield running
 
 
 async def fiber_state(http: httpx.AsyncClient, fiber_id: str) -> dict[str, Any]:

@@ -4,32 +4,21 @@ interrupted."""
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from perdure.testing.chat_client import chat_body, user_message
-from perdure.testing.cluster import Cluster, LiveStream, running_cluster, wait_until
-from perdure.testing.databases import MigratedTemplates
-from perdure.testing.fakeprovider.server import FakeProvider
-from tests.databases import migrated_database_url
+from perdure.testing.cluster import Cluster, LiveStream, wait_until
 from tests.served import Served
 
 MCP_CLUSTER = Served(agents="perdure.testing.agents.chat,tests.mcp_agents")
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-async def cluster(
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-    fake_provider: FakeProvider,
-    store_templates: MigratedTemplates,
-) -> AsyncIterator[Cluster]:
-    with migrated_database_url(store_templates, request.param, tmp_path) as url:
-        async with running_cluster(tmp_path, fake_provider, url, MCP_CLUSTER) as running:
-            yield running
+@pytest.fixture
+def served() -> Served:
+    return MCP_CLUSTER
 
 
 def recorded(records: Path) -> list[str]:

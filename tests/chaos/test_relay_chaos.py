@@ -17,6 +17,7 @@ from perdure.testing.chat_client import chat_body, counting, user_message
 from perdure.testing.cluster import Cluster, LiveStream, running_cluster, wait_until
 from perdure.testing.databases import MigratedTemplates
 from perdure.testing.fakeprovider.server import FakeProvider
+from perdure.testing.process_spawner import ProcessSpawner
 from perdure.testing.processes import PerdureProcess
 from tests.databases import migrated_database_url
 from tests.served import CLUSTER
@@ -38,11 +39,7 @@ class Relayed:
     url: str
 
     def workers(self) -> list[PerdureProcess]:
-        return [
-            p
-            for p in self.cluster.processes
-            if p.command == "worker" and p.process is not None and p.process.poll() is None
-        ]
+        return [p for p in self.cluster.processes if p.command == "worker" and p.running()]
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +47,12 @@ async def relayed(
     tmp_path_factory: pytest.TempPathFactory,
     fake_provider: FakeProvider,
     store_templates: MigratedTemplates,
+    spawner: ProcessSpawner,
 ) -> AsyncIterator[Relayed]:
     workdir = tmp_path_factory.mktemp("relay-chaos")
     with migrated_database_url(store_templates, "sqlite", workdir) as store:
         async with (
-            running_cluster(workdir, fake_provider, store, CLUSTER) as cluster,
+            running_cluster(workdir, fake_provider, store, CLUSTER, spawner) as cluster,
             cluster.temporal(),
         ):
             relay_env = await cluster.relay()

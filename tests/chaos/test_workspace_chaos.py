@@ -5,8 +5,7 @@ call's result was logged (the retry answers what was recorded), or after both.""
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -14,33 +13,22 @@ from sqlalchemy import Engine, create_engine, func, select
 from sqlmodel import col
 
 from perdure.testing.chat_client import chat_body, user_message
-from perdure.testing.cluster import Cluster, LiveStream, running_cluster, wait_until
-from perdure.testing.databases import MigratedTemplates
-from perdure.testing.fakeprovider.server import FakeProvider
+from perdure.testing.cluster import Cluster, LiveStream, wait_until
 from storage.urls import sync_url
 from storage.workspace_tables import WorkspaceFileRow
-from tests.databases import migrated_database_url
-from tests.served import CLUSTER
 
 CHATS = 20
 KILL_AFTER = 5
 """Writes committed when the worker is killed: the others are before, amid or after theirs."""
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-async def cluster_and_store(
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-    fake_provider: FakeProvider,
-    store_templates: MigratedTemplates,
-) -> AsyncIterator[tuple[Cluster, Engine]]:
-    with migrated_database_url(store_templates, request.param, tmp_path) as url:
-        async with running_cluster(tmp_path, fake_provider, url, CLUSTER) as running:
-            engine = create_engine(sync_url(url))
-            try:
-                yield running, engine
-            finally:
-                engine.dispose()
+@pytest.fixture
+def cluster_and_store(cluster: Cluster) -> Iterator[tuple[Cluster, Engine]]:
+    engine = create_engine(sync_url(cluster.env["PERDURE_DATABASE_URL"]))
+    try:
+        yield cluster, engine
+    finally:
+        engine.dispose()
 
 
 def committed(engine: Engine, tag: str) -> int:
