@@ -1,5 +1,6 @@
 """Shared fixtures: a real Temporal dev server, the fake provider, and Perdure stacks."""
 
+import contextlib
 import functools
 import os
 import ssl
@@ -92,16 +93,40 @@ def provider_env(fake_provider) -> None:  # noqa: F811
     os.environ["ANTHROPIC_BASE_URL"] = fake_provider.anthropic_base_url
 
 
-@pytest.fixture(scope="session", params=["sqlite", "postgres"])
-async def stack(
-    request: pytest.FixtureRequest,
-    temporal_env: WorkflowEnvironment,
-    provider_env: None,
-    tmp_path_factory: pytest.TempPathFactory,
+@contextlib.asynccontextmanager
+async def _session_stack(
+    store: str, temporal_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Stack]:
-    directory = tmp_path_factory.mktemp(f"stack-{request.param}")
-    with database_url(request.param, directory) as url:
+    directory = tmp_path_factory.mktemp(f"stack-{store}")
+    with database_url(store, directory) as url:
         async with running_stack(
             client=temporal_env.client, database_url=url, data_dir=directory, agents=STACK_AGENTS
         ) as running:
             yield running
+
+
+@pytest.fixture(scope="session")
+async def sqlite_stack(
+    temporal_env: WorkflowEnvironment,
+    provider_env: None,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[Stack]:
+    async with _session_stack("sqlite", temporal_env, tmp_path_factory) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+async def postgres_stack(
+    temporal_env: WorkflowEnvironment,
+    provider_env: None,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[Stack]:
+    async with _session_stack("postgres", temporal_env, tmp_path_factory) as running:
+        yield running
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgres"])
+def stack(request: pytest.FixtureRequest) -> Stack:
+    """The stack on each store (a spec that needs both at once asks for both by name)."""
+    running: Stack = request.getfixturevalue(f"{request.param}_stack")
+    return running

@@ -1,6 +1,6 @@
 """Fuzz every operation of the gateway's OpenAPI document with schemathesis, over HTTP against
-a running stack: valid and invalid inputs alike never cause a server error, and every response
-matches the document."""
+a running stack on each store: valid and invalid inputs alike never cause a server error, and
+every response matches the document."""
 
 import asyncio
 import time
@@ -13,7 +13,7 @@ from perdure.testing.chat_client import chat_body, read_stream, user_message
 from perdure.testing.stack import Stack
 
 
-async def existing_sessions(stack: Stack) -> list[str]:
+async def existing_sessions(stack: Stack) -> tuple[str, str]:
     """A finished session and one whose turn is still running when the fuzzing starts."""
     finished, running = (f"fuzz-{uuid.uuid4().hex[:8]}" for _ in range(2))
     async with httpx.AsyncClient(base_url=stack.url, timeout=30) as http:
@@ -25,19 +25,23 @@ async def existing_sessions(stack: Stack) -> list[str]:
             json=chat_body(running, user_message("@count 30 @delay 20")),
             stop_after=3,
         )
-    return [finished, running]
+    return finished, running
 
 
-# A fixed number of examples: 40 s on a quiet machine, longer beside the rest of the suite. The
-# bound is for a fuzzer that hangs, not for a slow machine.
+# A fixed number of examples, generated once and sent to both stores: about a minute on a quiet
+# machine, longer beside the rest of the suite. The bound is for a fuzzer that hangs.
 @pytest.mark.timeout(300)
-async def test_fuzzing_the_openapi_document_finds_no_server_error(stack: Stack) -> None:
-    sessions = await existing_sessions(stack)
+async def test_fuzzing_the_openapi_document_finds_no_server_error(
+    sqlite_stack: Stack, postgres_stack: Stack
+) -> None:
+    from tests.e2e.openapi_fuzzing import Target, fuzz
+
+    targets = [
+        Target(stack.url, await existing_sessions(stack))
+        for stack in (sqlite_stack, postgres_stack)
+    ]
     started = time.monotonic()
-
-    from tests.e2e.openapi_fuzzing import fuzz
-
-    failures, statuses = await asyncio.to_thread(fuzz, stack.url, sessions)
+    failures, statuses = await asyncio.to_thread(fuzz, targets)
 
     print(f"fuzzed the OpenAPI document in {time.monotonic() - started:.1f} s")
     for label, seen in statuses.items():
