@@ -37,13 +37,17 @@ PRELOADED = (
     "gateway.app",
     "activities.providers.openai_chat",
     "activities.providers.openai_responses",
+    "activities.providers.anthropic_messages",
+    "mcp.client.stdio",
+    "mcp.client.streamable_http",
+    "perdure.testing.agents",
     "uvicorn.loops.auto",
     "uvicorn.protocols.http.auto",
     "uvicorn.protocols.websockets.auto",
     "uvicorn.lifespan.on",
 )
-"""What every command imports (the server, the worker, the relay, the OpenAI-shaped providers
-the clusters' fake serves); anything else is imported by the child that needs it."""
+"""What the commands import (the server, the worker, the relay, the provider and MCP SDKs a
+worker imports before it polls, the test agents); anything else is imported by the child."""
 
 
 def _interpreter_options(env: Mapping[str, str]) -> dict[str, str]:
@@ -153,6 +157,12 @@ def serve() -> None:
     """The spawner process: import, check it may fork, then answer one request per line."""
     for module in PRELOADED:
         importlib.import_module(module)
+    # A Temporal worker's default build id hashes the bytecode of every loaded module, half a
+    # second of CPU at each worker's start: the SDK keeps it once computed, so the children
+    # inherit it (a hash of the code the spawner loaded, which is the whole server).
+    from temporalio.worker._worker import load_default_build_id
+
+    load_default_build_id()
     threads = len(os.listdir("/proc/self/task"))
     if threads != 1:
         raise SystemExit(f"the spawner has {threads} threads after its imports: it cannot fork")

@@ -95,7 +95,9 @@ async def test_a_dropped_stream_resumes_after_last_event_id_without_gap_or_dupli
 
 async def test_resume_without_a_cursor_replays_the_whole_message(http: httpx.AsyncClient) -> None:
     session = new_session()
-    first = await send(http, session, "@count 100 @delay 5", stop_after=20)
+    # 3 s of answer: the replay must reach the turn while it runs (a turn that has ended
+    # answers a resume without a cursor with 204).
+    first = await send(http, session, "@count 100 @delay 30", stop_after=20)
 
     replay = await read_stream(http, "GET", f"/api/chat/{session}/stream")
 

@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 import httpx
+import pytest
 
 from perdure.testing.chat_client import Streamed, send
 from tests.e2e.test_approvals import answer, request_of, resume_after
@@ -179,6 +180,9 @@ async def test_a_change_waits_for_approval_and_a_denied_one_changes_nothing(
     assert missing.status_code == 404
 
 
+# The name and the pattern are refused before the store is read; the runaway pattern costs its
+# full 5 s of CPU, once is enough.
+@pytest.mark.store_agnostic
 async def test_a_name_outside_the_workspace_and_a_runaway_pattern_are_tool_errors(
     http: httpx.AsyncClient,
 ) -> None:
