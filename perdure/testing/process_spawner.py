@@ -25,7 +25,7 @@ import time
 import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import Any, NoReturn
 
 from perdure.testing.processes import PERDURE, die_with_parent
 
@@ -172,7 +172,7 @@ def serve() -> None:
         request = json.loads(line)
         try:
             if request["op"] == "start":
-                reply: dict[str, Any] = {"pid": _fork(request, replies)}
+                reply: dict[str, Any] = {"pid": _fork(request)}
             else:
                 reply = {"code": _exit_code(int(request["pid"]), exited)}
         except OSError as error:
@@ -191,24 +191,33 @@ def _exit_code(pid: int, exited: dict[int, int]) -> int | None:
     return exited[pid]
 
 
-def _fork(request: dict[str, Any], replies: IO[bytes]) -> int:
+def _fork(request: dict[str, Any]) -> int:
+    """The child's pid, once it leads a session of its own (so that its process group can be
+    signalled at once, as `subprocess.Popen(start_new_session=True)` guarantees)."""
     log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    in_session, told = os.pipe()
     try:
         pid = os.fork()
     except OSError:
-        os.close(log)
+        for fd in (log, in_session, told):
+            os.close(fd)
         raise
     if pid == 0:
-        _run_child(request, log)
+        os.close(in_session)
+        _run_child(request, log, told)
     os.close(log)
+    os.close(told)
+    os.read(in_session, 1)  # end of file: the child has closed its end, or exited
+    os.close(in_session)
     return pid
 
 
-def _run_child(request: dict[str, Any], log: int) -> NoReturn:
+def _run_child(request: dict[str, Any], log: int, told: int) -> NoReturn:
     """In the child: become the `perdure` command, as its executable would start it."""
     code = 1
     try:
         os.setsid()
+        os.close(told)
         die_with_parent()
         nothing = os.open(os.devnull, os.O_RDONLY)
         os.dup2(nothing, 0)
