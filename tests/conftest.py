@@ -57,7 +57,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
+    # The long specs first: a pytest-xdist worker that starts one near the end would run on
+    # alone after the others have finished. Started first, they leave the short ones to share
+    # out at the end.
+    items[:] = sorted(kept, key=lambda item: item.get_closest_marker("long") is None)
 
 
 @pytest.fixture(scope="session")

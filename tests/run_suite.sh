@@ -21,7 +21,7 @@ second=$!
 ignored=""
 for path in $SECOND_LANE; do ignored="$ignored --ignore=$path"; done
 # shellcheck disable=SC2086
-"$PYTEST" -q -n 2 --dist worksteal --durations=12 --basetemp="$work/first" $ignored "$@"
+"$PYTEST" -q -n 3 --dist worksteal --durations=12 --basetemp="$work/first" $ignored "$@"
 first=$?
 wait "$second"
 second_status=$?

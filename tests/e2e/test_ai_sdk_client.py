@@ -20,6 +20,7 @@ def _node_ready() -> str | None:
     return None
 
 
+@pytest.mark.long
 @pytest.mark.node
 @pytest.mark.parametrize("stack", ["sqlite"], indirect=True)
 async def test_the_ai_sdk_chat_client_sends_resumes_stops_and_answers_parked_turns(

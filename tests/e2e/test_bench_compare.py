@@ -8,6 +8,7 @@ import pytest
 from bench.compare import SYSTEMS, Options, run
 
 
+@pytest.mark.long
 @pytest.mark.timeout(150)
 async def test_every_system_answers_exactly() -> None:
     options = Options(

@@ -30,6 +30,7 @@ async def existing_sessions(stack: Stack) -> tuple[str, str]:
 
 # A fixed number of examples, generated once and sent to both stores: about a minute on a quiet
 # machine, longer beside the rest of the suite. The bound is for a fuzzer that hangs.
+@pytest.mark.long
 @pytest.mark.timeout(300)
 async def test_fuzzing_the_openapi_document_finds_no_server_error(
     sqlite_stack: Stack, postgres_stack: Stack

@@ -47,6 +47,7 @@ async def started_dev(
     return dev, url
 
 
+@pytest.mark.long
 async def test_perdure_dev_starts_everything_and_answers_with_the_demo_model(
     tmp_path: Path, processes: list[PerdureProcess], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -64,6 +65,7 @@ async def test_perdure_dev_starts_everything_and_answers_with_the_demo_model(
     assert (tmp_path / ".perdure" / "temporal.db").exists()
 
 
+@pytest.mark.long
 async def test_perdure_dev_streams_provider_answers_through_its_in_process_relay(
     tmp_path: Path, processes: list[PerdureProcess], fake_provider: FakeProvider
 ) -> None:
@@ -84,6 +86,7 @@ async def test_perdure_dev_streams_provider_answers_through_its_in_process_relay
     assert held["streams"] == 1  # the answer's one step, held by the relay
 
 
+@pytest.mark.long
 async def test_perdure_dev_starts_quietly_and_a_process_managers_sigterm_stops_it_cleanly(
     tmp_path: Path, processes: list[PerdureProcess]
 ) -> None:
@@ -106,6 +109,7 @@ async def test_perdure_dev_starts_quietly_and_a_process_managers_sigterm_stops_i
     assert "second signal" not in output, output
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_separate_worker_and_gateway_processes_stream_a_turn(
     backend: str,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import pytest
 from httpx_sse import aconnect_sse
 
 from perdure.testing.chat_client import chat_body, read_stream, send, user_message
@@ -175,6 +176,7 @@ async def check(http: httpx.AsyncClient, stormed: Stormed) -> None:
     assert following.text() == "You said: next one", where
 
 
+@pytest.mark.long
 async def test_fifty_chats_stopped_at_random_moments_each_end_as_their_stop_answer_says(
     http: httpx.AsyncClient,
 ) -> None:
