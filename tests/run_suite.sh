@@ -2,8 +2,8 @@
 # The whole suite, as `make test` runs it, in two lanes side by side on the 2 cores.
 # The second lane runs the chaos and browser tests one at a time: real processes that are
 # killed and restarted on time bounds, which more contention would stretch past them. The
-# first lane runs everything else in two pytest-xdist workers, so that one test's waits (a
-# heartbeat timeout, a paced answer) overlap another's work. Both lanes must pass.
+# first lane runs everything else in three pytest-xdist workers, so that one test's waits (a
+# heartbeat timeout, a paced answer) overlap the others' work. Both lanes must pass.
 set -u
 # Every process of the suite keeps the bytecode it compiles (the project's modules, and the test
 # modules as pytest rewrites them): under PYTHONDONTWRITEBYTECODE each would compile them again.
