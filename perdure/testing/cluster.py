@@ -99,20 +99,20 @@ class Cluster:
                 if not outlived:
                     await asyncio.to_thread(self.stop)
 
-    def worker(self, **extra_env: str) -> PerdureProcess:
-        process = PerdureProcess(
-            "worker", {**self.env, **extra_env}, self.workdir, self.starter
-        ).start()
+    def _started(self, command: str, env: dict[str, str]) -> PerdureProcess:
+        process = PerdureProcess(command, env, self.workdir, self.starter).start()
         self.processes.append(process)
         return process
+
+    def worker(self, **extra_env: str) -> PerdureProcess:
+        return self._started("worker", {**self.env, **extra_env})
 
     async def relay(self, port: int | None = None) -> dict[str, str]:
         """A `perdure relay` process (on `port`, to restart one where it was); the environment
         that points a worker at it."""
         port = port or free_port()
         env = {**self.env, "PERDURE_RELAY_PORT": str(port), "PERDURE_RELAY_SECRET": RELAY_SECRET}
-        process = PerdureProcess("relay", env, self.workdir, self.starter)
-        self.processes.append(process.start())
+        process = self._started("relay", env)
         url = f"http://127.0.0.1:{port}"
         await wait_healthy(url, process)
         self.last_relay = process
@@ -120,10 +120,7 @@ class Cluster:
 
     async def gateway(self) -> str:
         port = free_port()
-        process = PerdureProcess(
-            "gateway", {**self.env, "PERDURE_PORT": str(port)}, self.workdir, self.starter
-        )
-        self.processes.append(process.start())
+        process = self._started("gateway", {**self.env, "PERDURE_PORT": str(port)})
         url = f"http://127.0.0.1:{port}"
         await wait_healthy(url, process)
         self.last_gateway = process
@@ -133,8 +130,7 @@ class Cluster:
         """A `perdure serve` process (a gateway and a worker in one): its URL, once healthy."""
         port = free_port()
         env = {**self.env, "PERDURE_PORT": str(port), **extra_env}
-        process = PerdureProcess("serve", env, self.workdir, self.starter)
-        self.processes.append(process.start())
+        process = self._started("serve", env)
         url = f"http://127.0.0.1:{port}"
         await wait_healthy(url, process)
         return url, process

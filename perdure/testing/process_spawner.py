@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from perdure.testing.processes import PERDURE, die_with_parent
+from perdure.testing.processes import PERDURE, die_with_parent, inherited_environment
 
 PRELOADED = (
     "perdure.commands.launcher",
@@ -81,7 +81,7 @@ class ProcessSpawner:
     """The test side: one spawner process, asked over a pipe to fork and to report exits."""
 
     def __init__(self) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PERDURE_")}
+        env = inherited_environment()
         env.pop("PYTHONPATH", None)
         self._options = _interpreter_options(env)
         self._lock = threading.Lock()

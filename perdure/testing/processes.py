@@ -15,6 +15,12 @@ PERDURE = str(Path(sys.executable).parent / "perdure")
 _PR_SET_PDEATHSIG = 1
 
 
+def inherited_environment() -> dict[str, str]:
+    """This process's environment without its `PERDURE_*` settings: what a started `perdure`
+    process inherits before the settings it is given."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PERDURE_")}
+
+
 def die_with_parent() -> None:
     """Runs in the child: a test or benchmark killed abruptly leaves no stray server behind."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -70,8 +76,8 @@ class PerdureProcess:
         self._starter = starter or ExecutableStarter()
 
     def start(self) -> "PerdureProcess":
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith("PERDURE_")}
-        self.process = self._starter.start(self.command, {**inherited, **self.env}, self.log_path)
+        environment = {**inherited_environment(), **self.env}
+        self.process = self._starter.start(self.command, environment, self.log_path)
         return self
 
     def running(self) -> bool:

@@ -2,7 +2,6 @@
 every gateway on the store, agent allow-lists, and CORS for browser clients."""
 
 import hashlib
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from perdure.commands import cli
 from perdure.domain.access import Rate
 from perdure.runtime.settings import ApiKeys
 from perdure.testing.chat_client import chat_body, send, user_message
-from perdure.testing.processes import PERDURE
+from perdure.testing.processes import PERDURE, inherited_environment
 from perdure.testing.stack import Stack, delete_stored_keys
 from storage.access_tables import RateBucketRow
 from storage.api_keys import create_key, revoke_key
@@ -248,7 +247,7 @@ async def test_a_cross_origin_response_exposes_perdures_headers_and_none_without
 
 
 def perdure(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("PERDURE_")}
+    inherited = inherited_environment()
     return subprocess.run(
         [PERDURE, *args],
         env={**inherited, "PYTHONPATH": str(REPO), "PERDURE_DATA_DIR": str(data_dir)},

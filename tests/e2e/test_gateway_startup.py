@@ -1,14 +1,13 @@
 """`perdure gateway` refuses to start with a malformed PERDURE_API_KEYS, saying why in one line
 and never echoing a key."""
 
-import os
 import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from perdure.testing.processes import PERDURE
+from perdure.testing.processes import PERDURE, inherited_environment
 
 SECRET = "sk-live-1b2c3d"
 REPO = Path(__file__).parents[2]
@@ -24,7 +23,7 @@ REPO = Path(__file__).parents[2]
 def test_the_gateway_exits_at_start_on_malformed_api_keys(
     value: str, reason: str, tmp_path: Path
 ) -> None:
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("PERDURE_")}
+    inherited = inherited_environment()
     env = {
         **inherited,
         "PYTHONPATH": str(REPO),
@@ -54,7 +53,7 @@ def test_the_gateway_exits_at_start_on_malformed_api_keys(
 def test_a_port_in_use_stops_the_command_with_one_line_before_anything_starts(
     command: str, tmp_path: Path
 ) -> None:
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("PERDURE_")}
+    inherited = inherited_environment()
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from perdure.testing.process_spawner import ProcessSpawner, process_spawner
+from perdure.testing.processes import inherited_environment
 from perdure.testing.stack import free_port
 
 
@@ -21,8 +22,7 @@ def spawner() -> Iterator[ProcessSpawner]:
 
 
 def environment(**variables: str) -> dict[str, str]:
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("PERDURE_")}
-    return {**inherited, **variables}
+    return {**inherited_environment(), **variables}
 
 
 def test_a_spawned_command_runs_with_its_own_environment_and_exits_as_it_says(

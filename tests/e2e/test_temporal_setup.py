@@ -19,7 +19,7 @@ from perdure.domain.turn_labels import TURN_ATTRIBUTES
 from perdure.runtime.temporal_dev import temporal_binary
 from perdure.runtime.temporal_setup import TemporalSetupNeeded, require_search_attributes
 from perdure.testing.chat_client import user_message
-from perdure.testing.processes import PERDURE
+from perdure.testing.processes import PERDURE, inherited_environment
 from perdure.testing.stack import free_port, running_stack
 from tests.served import STACK_AGENTS
 
@@ -41,7 +41,7 @@ async def bare_temporal() -> AsyncIterator[WorkflowEnvironment]:
 
 
 def perdure(command: str, temporal: WorkflowEnvironment, data_dir: Path) -> subprocess.Popen[str]:
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("PERDURE_")}
+    inherited = inherited_environment()
     return subprocess.Popen(
         [PERDURE, command],
         env={
