@@ -11,10 +11,12 @@ rate limits count gateway requests only.
 """
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 
 from temporalio import activity
 
+from activities.base import StoreActivity
 from activities.events import emit
 from perdure.domain.names import FIRE_SCHEDULE_ACTIVITY
 from perdure.domain.prompt_schedules import (
@@ -28,7 +30,6 @@ from perdure.domain.turn_priority import SCHEDULED_MESSAGE_SOURCE
 from perdure.domain.ui import UIMessage
 from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.busy_session import SessionBusy
-from storage.db import Database
 from storage.errors import AgentNotAllowed
 from storage.intake import NewSubmission
 from storage.prompt_schedules import get_schedule, record_occurrence
@@ -55,17 +56,16 @@ def occurrence_message(schedule: PromptScheduleRow, occurrence: datetime) -> UIM
     )
 
 
-class PromptScheduleActivity:
-    def __init__(self, *, db: Database, lifecycle: SubmissionLifecycle, task_queue: str) -> None:
-        self._db = db
-        self._lifecycle = lifecycle
-        self._task_queue = task_queue
+@dataclass(kw_only=True, eq=False)
+class PromptScheduleActivity(StoreActivity):
+    lifecycle: SubmissionLifecycle
+    task_queue: str
 
     @activity.defn(name=FIRE_SCHEDULE_ACTIVITY)
     async def fire_schedule(self, request: FireScheduleInput) -> FireScheduleResult:
         assert request.occurrence is not None, "the workflow always sets the occurrence"
         schedule = await get_schedule(
-            self._db, tenant_id=request.tenant_id, schedule_id=request.schedule_id
+            self.db, tenant_id=request.tenant_id, schedule_id=request.schedule_id
         )
         if schedule is None:
             # Deleted after Temporal started this occurrence: nothing to submit.
@@ -74,7 +74,7 @@ class PromptScheduleActivity:
         occurrence = occurrence_text(request.occurrence)
         try:
             new = await self._submission_of(schedule, request.occurrence)
-            outcome = await self._lifecycle.submit(new)
+            outcome = await self.lifecycle.submit(new)
         except (SessionBusy, AgentNotAllowed) as refusal:  # the next occurrence tries again
             await self._recorded(schedule, occurrence, submission_id=None, error=str(refusal))
             return FireScheduleResult(outcome="refused")
@@ -83,7 +83,7 @@ class PromptScheduleActivity:
         # Every firing is recorded, a repeat too (`created: false`): at least once, so a
         # retry after a crash right before this line still records the first.
         await emit(
-            self._db,
+            self.db,
             session_id=submission.session_id,
             submission_id=submission.id,
             type="schedule.fired",
@@ -107,8 +107,8 @@ class PromptScheduleActivity:
             idempotency_key=occurrence_key(schedule.id, occurrence),
             # The session agent's concurrency strategy applies, as to any message.
             options=SubmissionOptions(
-                task_queue=self._task_queue,
-                limits=await agent_limits(self._db, schedule.tenant_id),
+                task_queue=self.task_queue,
+                limits=await agent_limits(self.db, schedule.tenant_id),
             ),
         )
 
@@ -122,7 +122,7 @@ class PromptScheduleActivity:
     ) -> None:
         """The occurrence's outcome on the schedule (`GET /v1/schedules/{id}` shows it)."""
         await record_occurrence(
-            self._db,
+            self.db,
             tenant_id=schedule.tenant_id,
             schedule_id=schedule.id,
             occurrence=occurrence,

@@ -14,6 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 from perdure.domain.turn_labels import TURN_ATTRIBUTES
 from perdure.runtime.temporal_dev import FAIRNESS_SETTING, temporal_binary
 from perdure.testing.databases import MigratedTemplates
+from perdure.testing.process_spawner import ProcessSpawner, process_spawner
 from perdure.testing.stack import Stack, running_stack
 from tests.databases import database_url
 from tests.fakeprovider_fixtures import (  # noqa: F401 - shared fixtures
@@ -71,6 +72,15 @@ def store_templates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Migrat
         yield templates
     finally:
         templates.close()
+
+
+@pytest.fixture(scope="session")
+def spawner() -> Iterator[ProcessSpawner]:
+    """Starts `perdure` processes without importing the server in each (each start's imports
+    cost two to five seconds of CPU): the chaos clusters' processes, and the specs of commands
+    that run to their end. Started by the first spec that asks, in each pytest process."""
+    with process_spawner() as started:
+        yield started
 
 
 @pytest.fixture(scope="session")

@@ -233,6 +233,7 @@ async def _dev(settings: Settings) -> None:
             print(f"  store        {settings.resolved_database_url()}")
             if relay is not None:
                 print(f"  relay        {settings.relay_url} (in-process)")
+            sys.stdout.flush()  # at once in a log or a pipe, not when a buffer fills
 
         await _node(settings, banner, listening, alone=True, relay=relay)
 
@@ -244,7 +245,8 @@ async def _serve(settings: Settings) -> None:
         relayed = f", relay {settings.relay_url}" if settings.relay_url else ""
         print(
             f"Perdure node (gateway and worker) on http://{settings.host}:{settings.port}, "
-            f"Temporal {settings.temporal_address}{relayed} (model: {settings.model})"
+            f"Temporal {settings.temporal_address}{relayed} (model: {settings.model})",
+            flush=True,
         )
 
     await _node(settings, banner, listening, alone=False)

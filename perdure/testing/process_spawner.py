@@ -18,12 +18,14 @@ import contextlib
 import importlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -110,6 +112,19 @@ class ProcessSpawner:
 
     def start(self, command: str, env: Mapping[str, str], log_path: Path) -> SpawnedProcess:
         """`perdure <command>` with exactly `env` as its environment, output to `log_path`."""
+        return self.launch([command], env, cwd=Path.cwd(), output=log_path)
+
+    def launch(
+        self,
+        args: Sequence[str],
+        env: Mapping[str, str],
+        *,
+        cwd: Path,
+        output: Path,
+        errors: Path | None = None,
+    ) -> SpawnedProcess:
+        """`perdure <args...>` in `cwd` with exactly `env`; standard output to `output`,
+        standard error to `errors` (or `output` too)."""
         if _interpreter_options(env) != self._options:
             raise ValueError(
                 "a forked process keeps the spawner's interpreter options; these differ: "
@@ -117,12 +132,34 @@ class ProcessSpawner:
             )
         request = {
             "op": "start",
-            "argv": [PERDURE, command],
+            "argv": [PERDURE, *args],
             "env": dict(env),
-            "cwd": os.getcwd(),
-            "log": str(log_path),
+            "cwd": str(cwd),
+            "log": str(output),
+            "errors": str(errors or output),
         }
         return SpawnedProcess(self, int(self._ask(request)["pid"]))
+
+    def run(
+        self, args: Sequence[str], env: Mapping[str, str], *, cwd: Path, timeout: float = 60
+    ) -> "subprocess.CompletedProcess[str]":
+        """`perdure <args...>` to its end, as `subprocess.run(..., capture_output=True,
+        text=True)` reports it; its output is kept outside `cwd`, which it leaves as it was."""
+        with tempfile.TemporaryDirectory(prefix="perdure-run-") as kept:
+            output, errors = Path(kept) / "stdout", Path(kept) / "stderr"
+            process = self.launch(args, env, cwd=cwd, output=output, errors=errors)
+            try:
+                code = process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+                raise
+            return subprocess.CompletedProcess(
+                [PERDURE, *args],
+                code,
+                output.read_text(errors="replace"),
+                errors.read_text(errors="replace"),
+            )
 
     def exit_code(self, pid: int) -> int | None:
         code = self._ask({"op": "exit_code", "pid": pid})["code"]
@@ -195,24 +232,26 @@ def _fork(request: dict[str, Any]) -> int:
     """The child's pid, once it leads a session of its own (so that its process group can be
     signalled at once, as `subprocess.Popen(start_new_session=True)` guarantees)."""
     log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    errors = os.open(request["errors"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     in_session, told = os.pipe()
     try:
         pid = os.fork()
     except OSError:
-        for fd in (log, in_session, told):
+        for fd in (log, errors, in_session, told):
             os.close(fd)
         raise
     if pid == 0:
         os.close(in_session)
-        _run_child(request, log, told)
+        _run_child(request, (log, errors), told)
     os.close(log)
+    os.close(errors)
     os.close(told)
     os.read(in_session, 1)  # end of file: the child has closed its end, or exited
     os.close(in_session)
     return pid
 
 
-def _run_child(request: dict[str, Any], log: int, told: int) -> NoReturn:
+def _run_child(request: dict[str, Any], outputs: tuple[int, int], told: int) -> NoReturn:
     """In the child: become the `perdure` command, as its executable would start it."""
     code = 1
     try:
@@ -221,10 +260,10 @@ def _run_child(request: dict[str, Any], log: int, told: int) -> NoReturn:
         die_with_parent()
         nothing = os.open(os.devnull, os.O_RDONLY)
         os.dup2(nothing, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(nothing)
-        os.close(log)
+        os.dup2(outputs[0], 1)
+        os.dup2(outputs[1], 2)
+        for fd in (nothing, *outputs):
+            os.close(fd)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])

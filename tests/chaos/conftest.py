@@ -1,6 +1,6 @@
 """What the chaos specifications share."""
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -8,17 +8,9 @@ import pytest
 from perdure.testing.cluster import Cluster, Served, running_cluster
 from perdure.testing.databases import MigratedTemplates
 from perdure.testing.fakeprovider.server import FakeProvider
-from perdure.testing.process_spawner import ProcessSpawner, process_spawner
+from perdure.testing.process_spawner import ProcessSpawner
 from tests.databases import migrated_database_url
 from tests.served import CLUSTER
-
-
-@pytest.fixture(scope="session")
-def spawner() -> Iterator[ProcessSpawner]:
-    """Starts the clusters' `perdure` processes without importing the server in each: the
-    specs start dozens, and each start's imports cost about two seconds of CPU."""
-    with process_spawner() as started:
-        yield started
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 every gateway on the store, agent allow-lists, and CORS for browser clients."""
 
 import hashlib
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,8 @@ from perdure.commands import cli
 from perdure.domain.access import Rate
 from perdure.runtime.settings import ApiKeys
 from perdure.testing.chat_client import chat_body, send, user_message
-from perdure.testing.processes import PERDURE, inherited_environment
+from perdure.testing.process_spawner import ProcessSpawner
+from perdure.testing.processes import inherited_environment
 from perdure.testing.stack import Stack, delete_stored_keys
 from storage.access_tables import RateBucketRow
 from storage.api_keys import create_key, revoke_key
@@ -246,24 +246,17 @@ async def test_a_cross_origin_response_exposes_perdures_headers_and_none_without
     assert "access-control-allow-origin" not in plain.headers
 
 
-def perdure(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
-    inherited = inherited_environment()
-    return subprocess.run(
-        [PERDURE, *args],
-        env={**inherited, "PYTHONPATH": str(REPO), "PERDURE_DATA_DIR": str(data_dir)},
-        cwd=data_dir,
-        capture_output=True,
-        text=True,
-        timeout=60,
+def test_perdure_keys_prints_a_key_once_and_never_lists_it(
+    tmp_path: Path, spawner: ProcessSpawner
+) -> None:
+    env = {**inherited_environment(), "PYTHONPATH": str(REPO), "PERDURE_DATA_DIR": str(tmp_path)}
+    created = spawner.run(
+        ["keys", "create", "--tenant", "acme", "--name", "ci bot"], env, cwd=tmp_path
     )
-
-
-def test_perdure_keys_prints_a_key_once_and_never_lists_it(tmp_path: Path) -> None:
-    created = perdure("keys", "create", "--tenant", "acme", "--name", "ci bot", data_dir=tmp_path)
     key = created.stdout.strip()
-    listed = perdure("keys", "list", data_dir=tmp_path)
+    listed = spawner.run(["keys", "list"], env, cwd=tmp_path)
     key_id = listed.stdout.splitlines()[1].split()[0]
-    revoked = perdure("keys", "revoke", key_id, data_dir=tmp_path)
+    revoked = spawner.run(["keys", "revoke", key_id], env, cwd=tmp_path)
 
     assert created.returncode == 0, created.stderr
     assert key.startswith("pk_") and "\n" not in key

@@ -2,12 +2,12 @@
 and never echoing a key."""
 
 import socket
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from perdure.testing.processes import PERDURE, inherited_environment
+from perdure.testing.process_spawner import ProcessSpawner
+from perdure.testing.processes import inherited_environment
 
 SECRET = "sk-live-1b2c3d"
 REPO = Path(__file__).parents[2]
@@ -21,7 +21,7 @@ REPO = Path(__file__).parents[2]
     ],
 )
 def test_the_gateway_exits_at_start_on_malformed_api_keys(
-    value: str, reason: str, tmp_path: Path
+    value: str, reason: str, tmp_path: Path, spawner: ProcessSpawner
 ) -> None:
     inherited = inherited_environment()
     env = {
@@ -32,14 +32,7 @@ def test_the_gateway_exits_at_start_on_malformed_api_keys(
         "TEMPORAL_ADDRESS": "127.0.0.1:1",  # never reached: the settings are checked first
     }
 
-    exited = subprocess.run(
-        [PERDURE, "gateway"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    exited = spawner.run(["gateway"], env, cwd=tmp_path)
 
     assert exited.returncode != 0
     assert "PERDURE_API_KEYS" in exited.stderr
@@ -51,16 +44,16 @@ def test_the_gateway_exits_at_start_on_malformed_api_keys(
 
 @pytest.mark.parametrize("command", ["gateway", "serve", "dev"])
 def test_a_port_in_use_stops_the_command_with_one_line_before_anything_starts(
-    command: str, tmp_path: Path
+    command: str, tmp_path: Path, spawner: ProcessSpawner
 ) -> None:
     inherited = inherited_environment()
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        exited = subprocess.run(
-            [PERDURE, command],
-            env={
+        exited = spawner.run(
+            [command],
+            {
                 **inherited,
                 "PYTHONPATH": str(REPO),
                 "PERDURE_DATA_DIR": str(tmp_path),
@@ -69,9 +62,6 @@ def test_a_port_in_use_stops_the_command_with_one_line_before_anything_starts(
                 "TEMPORAL_ADDRESS": "127.0.0.1:1",  # never reached: the port is taken first
             },
             cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
         )
 
     assert exited.returncode != 0

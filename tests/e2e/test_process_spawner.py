@@ -5,20 +5,13 @@ environment, arguments and directory it was given, reaped and reported as an exe
 import os
 import signal
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from perdure.testing.process_spawner import ProcessSpawner, process_spawner
+from perdure.testing.process_spawner import ProcessSpawner
 from perdure.testing.processes import inherited_environment
 from perdure.testing.stack import free_port
-
-
-@pytest.fixture(scope="module")
-def spawner() -> Iterator[ProcessSpawner]:
-    with process_spawner() as started:
-        yield started
 
 
 def environment(**variables: str) -> dict[str, str]:
@@ -79,3 +72,18 @@ def test_interpreter_options_the_spawner_does_not_share_are_refused(
 
     with pytest.raises(ValueError, match="interpreter options"):
         spawner.start("migrate", changed, tmp_path / "refused.log")
+
+
+def test_a_run_reports_its_exit_code_and_its_standard_output_and_error_apart(
+    spawner: ProcessSpawner, tmp_path: Path
+) -> None:
+    helped = spawner.run(["--help"], environment(), cwd=tmp_path)
+    refused = spawner.run(
+        ["gateway"], environment(PERDURE_API_KEYS="nocolon"), cwd=tmp_path, timeout=60
+    )
+
+    assert (helped.returncode, helped.stderr) == (0, "")
+    assert helped.stdout.startswith("usage: perdure")
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert "PERDURE_API_KEYS" in refused.stderr
+    assert not list(tmp_path.iterdir()), "the run's output is kept outside its directory"

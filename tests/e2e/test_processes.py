@@ -12,6 +12,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from perdure.testing.chat_client import counting, send
 from perdure.testing.fakeprovider.server import FakeProvider
+from perdure.testing.process_spawner import ProcessSpawner
 from perdure.testing.processes import PerdureProcess, wait_healthy
 from perdure.testing.stack import free_port
 from tests.databases import database_url
@@ -19,6 +20,9 @@ from tests.databases import database_url
 
 @pytest.fixture
 def processes() -> Iterator[list[PerdureProcess]]:
+    """The processes a spec started, stopped at its end. They are forked from the `spawner`,
+    which runs the executable's `main` in a process of its own (perdure/testing/process_spawner.py):
+    the same command, without importing the server again."""
     started: list[PerdureProcess] = []
     yield started
     for process in started:
@@ -26,7 +30,7 @@ def processes() -> Iterator[list[PerdureProcess]]:
 
 
 async def started_dev(
-    tmp_path: Path, processes: list[PerdureProcess], **env: str
+    tmp_path: Path, processes: list[PerdureProcess], spawner: ProcessSpawner, **env: str
 ) -> tuple[PerdureProcess, str]:
     """`perdure dev` on free ports with its data in `tmp_path`, once it answers: it and its URL."""
     port = free_port()
@@ -40,6 +44,7 @@ async def started_dev(
             **env,
         },
         tmp_path,
+        spawner,
     ).start()
     processes.append(dev)
     url = f"http://127.0.0.1:{port}"
@@ -49,11 +54,14 @@ async def started_dev(
 
 @pytest.mark.long
 async def test_perdure_dev_starts_everything_and_answers_with_the_demo_model(
-    tmp_path: Path, processes: list[PerdureProcess], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    processes: list[PerdureProcess],
+    spawner: ProcessSpawner,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(key, raising=False)
-    dev, url = await started_dev(tmp_path, processes)
+    dev, url = await started_dev(tmp_path, processes, spawner)
 
     async with httpx.AsyncClient(base_url=url, timeout=30) as http:
         streamed = await send(http, "dev-chat", "what is 12*7")
@@ -67,13 +75,16 @@ async def test_perdure_dev_starts_everything_and_answers_with_the_demo_model(
 
 @pytest.mark.long
 async def test_perdure_dev_streams_provider_answers_through_its_in_process_relay(
-    tmp_path: Path, processes: list[PerdureProcess], fake_provider: FakeProvider
+    tmp_path: Path,
+    processes: list[PerdureProcess],
+    spawner: ProcessSpawner,
+    fake_provider: FakeProvider,
 ) -> None:
     dev, url = await started_dev(
         tmp_path,
         processes,
+        spawner,
         PERDURE_MODEL="openai:gpt-fake",
-        PYTHONUNBUFFERED="1",  # its banner, which names the relay, is read below
         **fake_provider.env(),
     )
     async with httpx.AsyncClient(base_url=url, timeout=30) as http:
@@ -88,11 +99,11 @@ async def test_perdure_dev_streams_provider_answers_through_its_in_process_relay
 
 @pytest.mark.long
 async def test_perdure_dev_starts_quietly_and_a_process_managers_sigterm_stops_it_cleanly(
-    tmp_path: Path, processes: list[PerdureProcess]
+    tmp_path: Path, processes: list[PerdureProcess], spawner: ProcessSpawner
 ) -> None:
     """A process manager signals the whole group, and `make run` forwards the same signal a
     moment later: the two are one stop, not a forced one."""
-    dev, url = await started_dev(tmp_path, processes, PERDURE_MODEL="demo")
+    dev, url = await started_dev(tmp_path, processes, spawner, PERDURE_MODEL="demo")
     async with httpx.AsyncClient(base_url=url, timeout=30) as http:
         await send(http, "quiet-chat", "hello")
 
@@ -115,6 +126,7 @@ async def test_separate_worker_and_gateway_processes_stream_a_turn(
     backend: str,
     tmp_path: Path,
     processes: list[PerdureProcess],
+    spawner: ProcessSpawner,
     temporal_env: WorkflowEnvironment,
     provider_env: None,
 ) -> None:
@@ -128,8 +140,8 @@ async def test_separate_worker_and_gateway_processes_stream_a_turn(
             "PERDURE_PORT": str(port),
             "TEMPORAL_ADDRESS": temporal_env.client.service_client.config.target_host,
         }
-        worker = PerdureProcess("worker", env, tmp_path).start()
-        gateway = PerdureProcess("gateway", env, tmp_path).start()
+        worker = PerdureProcess("worker", env, tmp_path, spawner).start()
+        gateway = PerdureProcess("gateway", env, tmp_path, spawner).start()
         processes.extend([worker, gateway])
         base = f"http://127.0.0.1:{port}"
         await wait_healthy(base, gateway)

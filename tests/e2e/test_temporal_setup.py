@@ -3,7 +3,6 @@ once; until it has run, workers and gateways say so instead of failing obscurely
 
 import asyncio
 import os
-import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,7 +18,8 @@ from perdure.domain.turn_labels import TURN_ATTRIBUTES
 from perdure.runtime.temporal_dev import temporal_binary
 from perdure.runtime.temporal_setup import TemporalSetupNeeded, require_search_attributes
 from perdure.testing.chat_client import user_message
-from perdure.testing.processes import PERDURE, inherited_environment
+from perdure.testing.process_spawner import ProcessSpawner
+from perdure.testing.processes import inherited_environment
 from perdure.testing.stack import free_port, running_stack
 from tests.served import STACK_AGENTS
 
@@ -40,37 +40,29 @@ async def bare_temporal() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
-def perdure(command: str, temporal: WorkflowEnvironment, data_dir: Path) -> subprocess.Popen[str]:
-    inherited = inherited_environment()
-    return subprocess.Popen(
-        [PERDURE, command],
-        env={
-            **inherited,
-            "PYTHONPATH": str(REPO),
-            "PERDURE_DATA_DIR": str(data_dir),
-            "TEMPORAL_ADDRESS": temporal.client.service_client.config.target_host,
-        },
-        cwd=data_dir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-async def finished(process: subprocess.Popen[str]) -> tuple[int, str, str]:
-    stdout, stderr = await asyncio.to_thread(process.communicate, timeout=60)
-    return process.returncode, stdout, stderr
+async def perdure(
+    spawner: ProcessSpawner, command: str, temporal: WorkflowEnvironment, data_dir: Path
+) -> tuple[int, str, str]:
+    """`perdure <command>` against `temporal`, to its end: exit code, output and error."""
+    env = {
+        **inherited_environment(),
+        "PYTHONPATH": str(REPO),
+        "PERDURE_DATA_DIR": str(data_dir),
+        "TEMPORAL_ADDRESS": temporal.client.service_client.config.target_host,
+    }
+    done = await asyncio.to_thread(spawner.run, [command], env, cwd=data_dir)
+    return done.returncode, done.stdout, done.stderr
 
 
 async def test_the_setup_command_registers_the_search_attributes_once(
-    bare_temporal: WorkflowEnvironment, tmp_path: Path
+    bare_temporal: WorkflowEnvironment, tmp_path: Path, spawner: ProcessSpawner
 ) -> None:
     client = bare_temporal.client
     with pytest.raises(TemporalSetupNeeded, match="run `perdure temporal-setup`"):
         await require_search_attributes(client, "default")
 
-    first = await finished(perdure("temporal-setup", bare_temporal, tmp_path))
-    again = await finished(perdure("temporal-setup", bare_temporal, tmp_path))
+    first = await perdure(spawner, "temporal-setup", bare_temporal, tmp_path)
+    again = await perdure(spawner, "temporal-setup", bare_temporal, tmp_path)
 
     assert first[0] == 0, first[2]
     assert first[1].strip().endswith(f"{', '.join(NAMES)} (Keyword)")
@@ -87,9 +79,9 @@ async def test_the_setup_command_registers_the_search_attributes_once(
 
 @pytest.mark.parametrize("command", ["worker", "gateway"])
 async def test_a_process_refuses_to_start_on_a_temporal_without_them(
-    command: str, bare_temporal: WorkflowEnvironment, tmp_path: Path
+    command: str, bare_temporal: WorkflowEnvironment, tmp_path: Path, spawner: ProcessSpawner
 ) -> None:
-    code, _, stderr = await finished(perdure(command, bare_temporal, tmp_path))
+    code, _, stderr = await perdure(spawner, command, bare_temporal, tmp_path)
 
     assert code != 0
     assert "Traceback" not in stderr
@@ -128,24 +120,26 @@ async def test_a_turn_temporal_refuses_for_want_of_them_is_a_clear_503(
     assert submissions.status_code == 404 or submissions.json()["count"] == 0
 
 
-async def failed_start(command: str, tmp_path: Path, **env: str) -> tuple[int, str]:
+async def failed_start(
+    spawner: ProcessSpawner, command: str, tmp_path: Path, **env: str
+) -> tuple[int, str]:
     """`perdure <command>` with only `env` set of Perdure's and Temporal's variables: its exit
     code and standard error."""
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("PERDURE_", "TEMPORAL_"))}
-    process = subprocess.Popen(
-        [PERDURE, command],
-        env={**inherited, "PYTHONPATH": str(REPO), "PERDURE_DATA_DIR": str(tmp_path), **env},
+    done = await asyncio.to_thread(
+        spawner.run,
+        [command],
+        {**inherited, "PYTHONPATH": str(REPO), "PERDURE_DATA_DIR": str(tmp_path), **env},
         cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
     )
-    code, _, stderr = await finished(process)
-    return code, stderr
+    return done.returncode, done.stderr
 
 
-async def test_unusable_tls_settings_stop_the_command_with_one_clear_line(tmp_path: Path) -> None:
+async def test_unusable_tls_settings_stop_the_command_with_one_clear_line(
+    tmp_path: Path, spawner: ProcessSpawner
+) -> None:
     code, stderr = await failed_start(
+        spawner,
         "temporal-setup",
         tmp_path,
         TEMPORAL_API_KEY="secret-key",
@@ -165,11 +159,11 @@ async def test_unusable_tls_settings_stop_the_command_with_one_clear_line(tmp_pa
 
 @pytest.mark.parametrize("command", ["worker", "gateway", "serve"])
 async def test_a_temporal_that_does_not_answer_stops_the_process_with_one_clear_line(
-    command: str, tmp_path: Path
+    command: str, tmp_path: Path, spawner: ProcessSpawner
 ) -> None:
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     code, stderr = await failed_start(
-        command, tmp_path, PERDURE_PORT=str(free_port()), TEMPORAL_ADDRESS=address
+        spawner, command, tmp_path, PERDURE_PORT=str(free_port()), TEMPORAL_ADDRESS=address
     )
 
     assert code == 1
