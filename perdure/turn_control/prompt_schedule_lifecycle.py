@@ -4,12 +4,14 @@ trigger, backfill, delete.
 The store says which tenant a schedule belongs to and what it sends; its Temporal Schedule
 (turn_control/prompt_schedules.py) says when. A create or a change is written to the store
 first, then pushed to Temporal; a push that fails undoes the store, so nothing stays half-made.
-Schedules declared on an agent (`Agent.schedules`, runtime/prompt_schedules.py) may be paused,
-resumed, triggered and backfilled here, but not changed or deleted: the code that declares
-them owns them.
+Schedules declared on an agent (`Agent.schedules`) may be paused, resumed, triggered and
+backfilled here, but not changed or deleted: the code that declares them owns them, and every
+worker brings them in step at its start (`sync_declared`, with the rows
+runtime/prompt_schedules.py makes of the agents).
 """
 
 import asyncio
+import logging
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -33,16 +35,20 @@ from perdure.turn_control.prompt_schedules import (
 from storage.db import Database
 from storage.prompt_schedules import (
     PromptScheduleDefinition,
+    declared_by,
     define_schedule,
     delete_schedule,
     get_schedule,
     insert_schedule,
     new_row,
     set_paused,
+    upsert_declared,
 )
 from storage.schedule_tables import PromptScheduleRow
 
 T = TypeVar("T")
+
+log = logging.getLogger("perdure.schedules")  # operators filter logs by this name: it stays
 
 AgentAdmission = Callable[[str, str], Awaitable[None]]
 """`(tenant, agent)`: raises when the tenant may not use the agent or no worker serves it.
@@ -295,3 +301,44 @@ class PromptScheduleLifecycle:
             if error.status == RPCStatusCode.NOT_FOUND:
                 raise TemporalScheduleMissing() from None
             raise
+
+
+async def sync_declared(
+    db: Database,
+    client: Client,
+    *,
+    task_queue: str,
+    declared: list[PromptScheduleRow],
+    agents: list[str],
+) -> None:
+    """Create or update each declared schedule (the store, then its Temporal Schedule), and
+    delete those `agents` declared before and no longer do (Temporal first, so that a schedule
+    never fires without its row).
+
+    Idempotent, and safe with several workers starting at once: each step converges on the
+    same rows and Temporal Schedules whichever worker gets there first. A step that fails ends
+    the worker's start, which does it all again."""
+    for row in declared:
+        stored = await upsert_declared(db, row)
+        try:
+            await ensure_prompt_schedule(client, stored, task_queue=task_queue)
+        except RPCError as error:
+            if error.status != RPCStatusCode.INVALID_ARGUMENT:
+                raise
+            raise ValueError(
+                f"agent {row.agent!r}: Temporal refused schedule {row.id!r}: {error}"
+            ) from error
+    current = {(row.tenant_id, row.id) for row in declared}
+    for stale in await declared_by(db, agents=agents):
+        if (stale.tenant_id, stale.id) in current:
+            continue
+        await delete_prompt_schedule(
+            client, task_queue=task_queue, tenant_id=stale.tenant_id, schedule_id=stale.id
+        )
+        await delete_schedule(db, tenant_id=stale.tenant_id, schedule_id=stale.id)
+        log.info(
+            "deleted schedule %s (tenant %s): agent %s no longer declares it",
+            stale.id,
+            stale.tenant_id,
+            stale.agent,
+        )

@@ -30,6 +30,7 @@ def _run(command: list[str], cwd: Path) -> None:
 
 
 @pytest.mark.node
+@pytest.mark.long
 @pytest.mark.timeout(600)
 def test_the_committed_bundle_is_what_the_sources_build_byte_for_byte(tmp_path: Path) -> None:
     npm = shutil.which("npm")
