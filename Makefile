@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := tests/node/node_modules/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run install test check test-unit lint typecheck fmt bench bench-recovery bench-load bench-waits bench-compare worker gateway web clean
+.PHONY: run install test check floors test-unit lint typecheck fmt bench bench-recovery bench-load bench-waits bench-compare worker gateway web clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,16 @@ test: $(STAMP) $(NODE_STAMP) $(CHROMIUM)
 web:
 	cd web && npm ci --no-audit --no-fund && npm run build
 
+# Every floor in pyproject.toml is the lowest version the code runs on: this installs each direct
+# dependency at its floor (uv's lowest-direct resolution) in .venv-floors and runs the unit specs
+# there. Run it before changing a floor (CONTRIBUTING.md).
+FLOORS := .venv-floors
+floors: $(STAMP)
+	rm -rf $(FLOORS)
+	$(PYTHON) -m venv $(FLOORS)
+	$(BIN)/uv pip install --quiet --python $(FLOORS)/bin/python --resolution lowest-direct -e '.[dev]'
+	$(FLOORS)/bin/pytest -q -n 2 -p no:cacheprovider tests/unit
+
 test-unit: $(STAMP)
 	$(BIN)/pytest -q -n 2 tests/unit
 
@@ -88,4 +98,4 @@ bench-compare: $(STAMP)
 	$(BIN)/python -m bench.compare $(ARGS)
 
 clean:
-	rm -rf $(VENV) .perdure tests/node/node_modules web/node_modules
+	rm -rf $(VENV) $(FLOORS) .perdure tests/node/node_modules web/node_modules

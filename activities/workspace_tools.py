@@ -199,7 +199,9 @@ class WorkspaceTools:
             raise
         text = _text(arguments.path, row.content)
         await self._saw(context, arguments.path, row.version)
-        lines = text.splitlines()
+        # With their line endings: the whole file reads back exactly as written (a model that
+        # edits what it read and writes it back keeps the final newline).
+        lines = text.splitlines(keepends=True)
         first = arguments.start_line or 1
         last = min(arguments.end_line or len(lines), len(lines))
         return {
@@ -208,7 +210,7 @@ class WorkspaceTools:
             "totalLines": len(lines),
             "startLine": first,
             "endLine": last,
-            "content": "\n".join(lines[first - 1 : last]),
+            "content": "".join(lines[first - 1 : last]),
         }
 
     async def _saw(self, context: ToolContext, path: str, version: int) -> None:

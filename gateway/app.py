@@ -24,10 +24,13 @@ from gateway.routes import (
     waits,
 )
 from gateway.schemas.common import ERROR_RESPONSES
+from gateway.store_deadline import StoreDeadlineMiddleware
 from gateway.web import install_web
 from perdure.runtime.services import Services, open_services
 from perdure.runtime.settings import Settings
 from perdure.telemetry.tracing import instrument_app
+from storage.reachability import StoreProbe
+from storage.urls import is_sqlite
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -55,7 +58,9 @@ def create_app(*, services: Services | None = None, settings: Settings | None = 
         responses=ERROR_RESPONSES,
     )
     app.add_middleware(BodyLimitMiddleware, settings=settings)
-    app.add_middleware(RequestIdMiddleware)
+    url = settings.resolved_database_url()
+    app.add_middleware(StoreDeadlineMiddleware, probe=None if is_sqlite(url) else StoreProbe(url))
+    app.add_middleware(RequestIdMiddleware)  # outermost: the 503s above carry the request id
     if services is not None:
         app.state.services = services
     install_error_handlers(app)

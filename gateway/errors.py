@@ -111,9 +111,7 @@ def response_for(error: Exception, request: str = "") -> JSONResponse:
     request_id = f"{current_request_id()} {request}".strip()
     if store_unreachable(error):
         log.warning("store unreachable (request %s): %s", request_id, _first_line(error))
-        return _unavailable_response(
-            STORE_UNAVAILABLE, "The store cannot be reached; nothing was changed. Retry shortly."
-        )
+        return store_unavailable_response()
     if search_attributes_missing(error):
         log.error(
             "Temporal refused a turn (request %s): %s; run `%s`",
@@ -121,14 +119,14 @@ def response_for(error: Exception, request: str = "") -> JSONResponse:
             _first_line(error),
             SETUP_COMMAND,
         )
-        return _unavailable_response(
+        return unavailable_response(
             TEMPORAL_SETUP_REQUIRED,
             "Temporal is not set up for Perdure (its search attributes are missing); nothing "
             f"was changed. An operator must run `{SETUP_COMMAND}`, then retry.",
         )
     if temporal_unreachable(error):
         log.warning("Temporal unreachable (request %s): %s", request_id, _first_line(error))
-        return _unavailable_response(
+        return unavailable_response(
             TEMPORAL_UNAVAILABLE, "Temporal cannot be reached; nothing was changed. Retry shortly."
         )
     log.error("unexpected error (request %s)", request_id, exc_info=error)
@@ -139,7 +137,13 @@ def response_for(error: Exception, request: str = "") -> JSONResponse:
     )
 
 
-def _unavailable_response(code: str, message: str) -> JSONResponse:
+def store_unavailable_response() -> JSONResponse:
+    return unavailable_response(
+        STORE_UNAVAILABLE, "The store cannot be reached; nothing was changed. Retry shortly."
+    )
+
+
+def unavailable_response(code: str, message: str) -> JSONResponse:
     error = unavailable(code, message)
     return error_response(error.status, error.code, error.message, headers=error.headers)
 

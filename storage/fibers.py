@@ -15,7 +15,7 @@ from sqlmodel import Session, col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from perdure.domain.fiber_payloads import TERMINAL_FIBER_STATUSES, FiberKind
-from storage.db import Database
+from storage.db import POSTGRES_CONNECT_ARGS, Database
 from storage.fiber_tables import FiberKindRow, FiberRow
 from storage.tables import EventRow
 from storage.timing import now
@@ -354,7 +354,7 @@ def publish_fiber_kinds(
     gateway never refuses a fiber a running worker serves). The worker is the authority on
     the agents it serves: their fibers it no longer declares are dropped."""
     engine = create_engine(
-        sync_url(url), connect_args={"timeout": 30} if is_sqlite(url) else {"connect_timeout": 5}
+        sync_url(url), connect_args={"timeout": 30} if is_sqlite(url) else POSTGRES_CONNECT_ARGS
     )
     try:
         for tries_left in reversed(range(PUBLISH_TRIES)):

@@ -81,8 +81,8 @@ class TenantLimits:
                 retry_after = _seconds_until(today + datetime.timedelta(days=1), at)
                 exhausted.append(
                     (
-                        f"the daily token budget ({self.daily_tokens} tokens) is used: "
-                        f"{used} tokens on {day} (UTC)",
+                        f"daily token budget of {_tokens(self.daily_tokens)} is used up "
+                        f"({_tokens(used)} on {day}, UTC)",
                         retry_after,
                     )
                 )
@@ -96,17 +96,21 @@ class TenantLimits:
             if used >= self.monthly_tokens:
                 exhausted.append(
                     (
-                        f"the monthly token budget ({self.monthly_tokens} tokens) is used: "
-                        f"{used} tokens in {first:%Y-%m} (UTC)",
+                        f"monthly token budget of {_tokens(self.monthly_tokens)} is used up "
+                        f"({_tokens(used)} in {first:%Y-%m}, UTC)",
                         _seconds_until(following, at),
                     )
                 )
         if exhausted:
             retry_after = max(seconds for _, seconds in exhausted)
-            reasons = "; ".join(why for why, _ in exhausted)
+            reasons = " and its ".join(why for why, _ in exhausted)
             raise BudgetExhausted(
                 f"this tenant's {reasons}; retry in {retry_after} s", retry_after=retry_after
             )
+
+
+def _tokens(count: int) -> str:
+    return f"{count:,} token" if count == 1 else f"{count:,} tokens"
 
 
 def _seconds_until(day: datetime.date, at: float) -> int:

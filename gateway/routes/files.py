@@ -5,6 +5,7 @@ another change came first), `If-None-Match: *` makes a write create only."""
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Path, Request, Response
+from starlette.convertors import PathConvertor, register_url_convertor
 
 from gateway.body_limits import body_limit
 from gateway.deps import DbDep, OwnedSessionDep, SettingsDep
@@ -18,9 +19,24 @@ from storage.workspaces import ABSENT, change_file, list_files, read_file
 
 router = APIRouter(prefix="/v1/sessions", tags=["files"])
 
+
+class _AnyName(PathConvertor):
+    """Every name reaches `checked_path`, which refuses a bad one as `bad_path`: Starlette's
+    `path` stops at a line break (a name with one was not found, and one ending in one was
+    read as the name without it)."""
+
+    regex = "(?s:.*)"
+
+
+register_url_convertor("file_name", _AnyName())
+
 FilePath = Annotated[
     str,
-    Path(max_length=MAX_PATH_BYTES, description="The file's name inside the workspace: a/b.txt"),
+    Path(
+        description=(
+            f"The file's name inside the workspace: a/b.txt (at most {MAX_PATH_BYTES} bytes)"
+        )
+    ),
 ]
 IfMatch = Annotated[
     str | None, Header(description='The version the file must be at: `"3"` (its ETag).')
@@ -76,7 +92,7 @@ async def get_files(home: HomeDep, db: DbDep) -> FilesPublic:
 
 
 @router.get(
-    "/{session_id}/files/{path:path}",
+    "/{session_id}/files/{path:file_name}",
     responses={200: {"content": {TEXT: {}, BINARY: {}}}, **ERROR_RESPONSES},
     summary="A file's content (text as UTF-8, anything else as bytes); its version is its ETag",
 )
@@ -95,7 +111,7 @@ async def get_file(home: HomeDep, path: FilePath, db: DbDep, settings: SettingsD
 
 
 @router.put(
-    "/{session_id}/files/{path:path}",
+    "/{session_id}/files/{path:file_name}",
     response_model=FileWritten,
     responses={201: {"model": FileWritten, "description": "A new file"}, **ERROR_RESPONSES},
     summary="Write a file whole (the request body is its content)",
@@ -132,7 +148,7 @@ async def put_file(
 
 
 @router.delete(
-    "/{session_id}/files/{path:path}",
+    "/{session_id}/files/{path:file_name}",
     status_code=204,
     responses=ERROR_RESPONSES,
     summary="Delete a file",

@@ -20,6 +20,7 @@ from perdure.agents_registry import AgentRegistry, load_agents
 from perdure.commands.access_cli import ACCESS_COMMANDS, add_access_commands, run_access_command
 from perdure.commands.client_cli import CLIENT_COMMANDS, add_client_commands, run_client_command
 from perdure.commands.configuration import configured
+from perdure.commands.reconcile import RUN_TIMEOUT, ReconcileFailed, reconcile_now, run_seconds
 from perdure.commands.temporal_setup import temporal_setup
 from perdure.runtime.loop_lag import watching_loop_lag
 from perdure.runtime.prompt_schedules import sync_declared_schedules
@@ -371,6 +372,15 @@ def main(argv: list[str] | None = None) -> None:
     commands.add_parser(
         "temporal-setup", help="register Perdure's search attributes in the Temporal namespace"
     )
+    reconcile = commands.add_parser(
+        "reconcile", help="run the reconciler once now and print what it did (a worker runs it)"
+    )
+    reconcile.add_argument(
+        "--timeout",
+        type=run_seconds,
+        default=RUN_TIMEOUT.total_seconds(),
+        help="seconds to wait for a worker to run it (default %(default)s)",
+    )
     add_client_commands(commands)
     add_access_commands(commands)
     args = parser.parse_args(argv)
@@ -387,6 +397,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.command == "temporal-setup":
             print(asyncio.run(temporal_setup(settings)))
+        elif args.command == "reconcile":
+            print(asyncio.run(reconcile_now(settings, within_seconds=args.timeout)))
         else:
             commands_run = {
                 "dev": _dev,
@@ -398,7 +410,12 @@ def main(argv: list[str] | None = None) -> None:
             run = commands_run[args.command]
             with _telemetry(settings, args.command):
                 asyncio.run(run(settings))
-    except (TemporalSetupNeeded, TemporalConnectionConfigError, TemporalUnreachable) as error:
+    except (
+        TemporalSetupNeeded,
+        TemporalConnectionConfigError,
+        TemporalUnreachable,
+        ReconcileFailed,
+    ) as error:
         _leave(1, f"perdure: {error}")
     _leave(0)
 

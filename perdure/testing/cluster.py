@@ -118,9 +118,9 @@ class Cluster:
         self.last_relay = process
         return {"PERDURE_RELAY_URL": url, "PERDURE_RELAY_SECRET": RELAY_SECRET}
 
-    async def gateway(self) -> str:
+    async def gateway(self, **extra_env: str) -> str:
         port = free_port()
-        process = self._started("gateway", {**self.env, "PERDURE_PORT": str(port)})
+        process = self._started("gateway", {**self.env, "PERDURE_PORT": str(port), **extra_env})
         url = f"http://127.0.0.1:{port}"
         await wait_healthy(url, process)
         self.last_gateway = process

@@ -2,7 +2,6 @@
 `Retry-After`, nothing stored and nothing claiming the session, and the next message is
 answered as soon as the dependency is back."""
 
-import asyncio
 import contextlib
 import dataclasses
 import time
@@ -22,6 +21,7 @@ from gateway.app import create_app
 from perdure.runtime.temporal_dev import dev_server
 from perdure.testing.chat_client import chat_body, counting, key_of, read_stream, send, user_message
 from perdure.testing.stack import Stack, free_port, running_stack
+from perdure.testing.tcp_proxy import TcpProxy, tcp_proxy
 from storage.db import Database
 from storage.prompt_schedules import get_schedule
 from storage.tables import MessageRow, SubmissionRow
@@ -183,69 +183,22 @@ async def test_temporal_unreachable_at_a_schedule_change_is_a_503_that_changes_n
         assert changed.json()["prompt"] == "Bye"
 
 
-class TcpProxy:
-    """A TCP proxy to PostgreSQL: stopping it is the database server going away (pooled
-    connections reset, new ones refused); starting it again is the server coming back."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.port = free_port()
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
-        for writer in list(self._writers):
-            writer.transport.abort()
-        self._writers.clear()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)
-        except OSError:
-            writer.transport.abort()
-            return
-        self._writers |= {writer, upstream_writer}
-        await asyncio.gather(
-            self._pump(reader, upstream_writer),
-            self._pump(upstream_reader, writer),
-            return_exceptions=True,
-        )
-
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        finally:
-            self._writers.discard(writer)
-            writer.close()
-
-
 @contextlib.asynccontextmanager
 async def gateway_through_proxy(stack: Stack) -> AsyncIterator[tuple[httpx.AsyncClient, TcpProxy]]:
     """A gateway whose store connections go through a proxy; the worker's do not."""
     url = urlsplit(stack.settings.resolved_database_url())
-    proxy = TcpProxy((url.hostname or "127.0.0.1", url.port or 5432))
-    await proxy.start()
-    proxied = url._replace(netloc=f"{url.username}@127.0.0.1:{proxy.port}").geturl()
-    db = Database(proxied)
-    app = create_app(services=dataclasses.replace(stack.services, db=db))
-    transport = httpx.ASGITransport(app=app)
-    try:
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://perdure", timeout=60
-        ) as http:
-            yield http, proxy
-    finally:
-        await proxy.stop()
-        await db.close()
+    async with tcp_proxy(url.hostname or "127.0.0.1", url.port or 5432) as proxy:
+        proxied = url._replace(netloc=f"{url.username}@{proxy.address}").geturl()
+        db = Database(proxied)
+        app = create_app(services=dataclasses.replace(stack.services, db=db))
+        transport = httpx.ASGITransport(app=app)
+        try:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://perdure", timeout=60
+            ) as http:
+                yield http, proxy
+        finally:
+            await db.close()
 
 
 @pytest.mark.parametrize("stack", ["postgres"], indirect=True)
@@ -258,7 +211,7 @@ async def test_the_store_unreachable_at_send_is_a_quick_503_that_stores_nothing(
             http, "POST", "/api/chat", json=chat_body(session, user_message("@count 2"))
         )
         assert first.text() == counting(2)
-        await proxy.stop()
+        proxy.refuse()
 
         started = time.monotonic()
         refused = await http.post(
@@ -277,7 +230,7 @@ async def test_the_store_unreachable_at_send_is_a_quick_503_that_stores_nothing(
             assert_unavailable(response, "store_unavailable")
         assert await stored(stack.services.db, session) == (2, 1)
 
-        await proxy.start()
+        proxy.restore()
         answered = await read_stream(
             http, "POST", "/api/chat", json=chat_body(session, user_message("@count 3", "m2"))
         )

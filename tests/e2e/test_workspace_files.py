@@ -84,26 +84,27 @@ async def test_a_change_conditional_on_a_version_another_change_passed_is_refuse
         "/etc/passwd",
         "nul%00.txt",
         "back%5Cslash",
+        "line%0Abreak.txt",
+        "ends-in-a-line-break.txt%0A",
+        "a" * 513,
+        "b" * 5_000,
+        "é" * 257,  # 257 characters, 514 bytes
     ],
 )
 async def test_a_name_that_is_no_file_of_the_workspace_is_refused(
     http: httpx.AsyncClient, name: str
 ) -> None:
     chat = await new_chat(http)
+    await http.put(f"/v1/sessions/{chat}/files/ends-in-a-line-break.txt", content="kept")
+    url = f"/v1/sessions/{chat}/files/{name}"
 
-    response = await http.put(f"/v1/sessions/{chat}/files/{name}", content="x")
+    answers = [await http.put(url, content="x"), await http.get(url), await http.delete(url)]
 
-    assert response.status_code == 422, response.text
-    assert response.json()["error"]["code"] == "bad_path"
-    assert (await http.get(files_of(http, chat))).json()["files"] == []
-
-
-async def test_an_over_long_name_is_refused(http: httpx.AsyncClient) -> None:
-    chat = await new_chat(http)
-
-    response = await http.put(f"{files_of(http, chat)}/{'n' * 600}", content="x")
-
-    assert response.status_code == 422
+    assert [answer.status_code for answer in answers] == [422] * 3, answers[0].text
+    assert [answer.json()["error"]["code"] for answer in answers] == ["bad_path"] * 3
+    assert (await http.get(f"/v1/sessions/{chat}/files/ends-in-a-line-break.txt")).text == "kept"
+    listed = (await http.get(files_of(http, chat))).json()["files"]
+    assert [file["path"] for file in listed] == ["ends-in-a-line-break.txt"]
 
 
 async def test_the_workspaces_bounds_refuse_a_write_and_leave_it_as_it_was(

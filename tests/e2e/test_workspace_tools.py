@@ -68,7 +68,7 @@ async def test_an_agent_writes_edits_and_greps_its_files_across_turns(
     written = output(wrote, "write_file")
     assert (written["created"], written["version"]) == (True, 1)
     assert "+beta" in written["diff"]
-    assert output(edited, "read_file")["content"] == "alpha\nbeta"
+    assert output(edited, "read_file")["content"] == "alpha\nbeta\n"
     change = output(edited, "edit_file")
     assert change["version"] == 2
     assert "-beta\n+gamma\n" in change["diff"]
@@ -96,9 +96,20 @@ async def test_reading_some_lines_lists_and_finds_files(http: httpx.AsyncClient)
     )
 
     read = output(turn, "read_file")
-    assert (read["content"], read["totalLines"], read["startLine"]) == ("2\n3", 4, 2)
+    assert (read["content"], read["totalLines"], read["startLine"]) == ("2\n3\n", 4, 2)
     assert [f["path"] for f in output(turn, "list_files")["files"]] == ["src/a.py"]
     assert output(turn, "find_files") == ["docs/b.md"]
+
+
+async def test_reading_a_whole_file_gives_its_exact_text(http: httpx.AsyncClient) -> None:
+    session = new_session()
+    text = "alpha\r\nbeta\n\ngamma\n"
+    await send(http, session, call("write_file", path="t.txt", content=text), agent="workspace")
+
+    turn = await send(http, session, call("read_file", path="t.txt"), agent="workspace")
+
+    read = output(turn, "read_file")
+    assert (read["content"], read["totalLines"], read["endLine"]) == (text, 4, 4)
 
 
 async def test_a_write_over_a_file_the_turn_never_read_is_refused(
