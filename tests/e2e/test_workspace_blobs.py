@@ -100,7 +100,7 @@ async def test_the_tools_read_edit_and_grep_a_large_file(
         agent="workspace",
     )
 
-    assert output(turn, "read_file")["content"] == "needle here"
+    assert output(turn, "read_file")["content"] == "needle here\n"
     assert "-needle here\n+thread\n" in output(turn, "edit_file")["diff"]
     assert output(turn, "grep")["matches"] == ["big.txt:501: thread"]
     after = await blob_of(stack, chat, "big.txt")
