@@ -14,8 +14,8 @@ import asyncio
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.abandoned import abandon
 from gateway.errors import store_unavailable_response
+from storage.abandoned import abandon
 from storage.reachability import PROBE_SECONDS, StoreProbe
 
 PROBE_AFTER_SECONDS = 1.0

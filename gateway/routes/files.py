@@ -35,7 +35,10 @@ FilePath = Annotated[
     Path(
         description=(
             f"The file's name inside the workspace: a/b.txt (at most {MAX_PATH_BYTES} bytes)"
-        )
+        ),
+        # Documented, and checked by `checked_path` (in bytes) so that a longer name is
+        # `bad_path` like every other bad name, not FastAPI's `invalid_request`.
+        json_schema_extra={"maxLength": MAX_PATH_BYTES},
     ),
 ]
 IfMatch = Annotated[

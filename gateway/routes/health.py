@@ -8,9 +8,9 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from gateway.abandoned import abandon
 from gateway.deps import DbDep, TemporalDep
 from gateway.schemas.health import Health
+from storage.abandoned import abandon
 
 router = APIRouter(tags=["health"])
 
@@ -23,7 +23,7 @@ sending users to this gateway. Both checks run at once, so the answer comes with
 async def _check(probe: Coroutine[Any, Any, object]) -> str:
     checking = asyncio.ensure_future(probe)
     done, _ = await asyncio.wait({checking}, timeout=CHECK_SECONDS)
-    if not done:  # not waited for as it unwinds (gateway/abandoned.py)
+    if not done:  # not waited for as it unwinds (storage/abandoned.py)
         abandon(checking)
         return f"unreachable: no answer within {CHECK_SECONDS:g} s"
     if (error := checking.exception()) is not None:
