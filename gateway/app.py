@@ -42,14 +42,20 @@ def create_app(*, services: Services | None = None, settings: Settings | None = 
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if services is not None:
-            yield
-            return
-        async with open_services(settings or Settings()) as own:
-            app.state.services = own
-            yield
+        try:
+            if services is not None:
+                yield
+                return
+            async with open_services(settings or Settings()) as own:
+                app.state.services = own
+                yield
+        finally:
+            if probe is not None:
+                await probe.close()
 
     settings = services.settings if services is not None else settings or Settings()
+    url = settings.resolved_database_url()
+    probe = None if is_sqlite(url) else StoreProbe(url)
     app = FastAPI(
         title="Perdure",
         summary="Durable AI-chat agents on Temporal",
@@ -58,8 +64,7 @@ def create_app(*, services: Services | None = None, settings: Settings | None = 
         responses=ERROR_RESPONSES,
     )
     app.add_middleware(BodyLimitMiddleware, settings=settings)
-    url = settings.resolved_database_url()
-    app.add_middleware(StoreDeadlineMiddleware, probe=None if is_sqlite(url) else StoreProbe(url))
+    app.add_middleware(StoreDeadlineMiddleware, probe=probe)
     app.add_middleware(RequestIdMiddleware)  # outermost: the 503s above carry the request id
     if services is not None:
         app.state.services = services
