@@ -16,7 +16,6 @@ retries to a second too.
 """
 
 import asyncio
-import time
 from collections.abc import Awaitable
 from datetime import timedelta
 from typing import TypeVar
@@ -25,6 +24,7 @@ from weakref import WeakKeyDictionary
 from temporalio.client import Client
 
 from gateway.errors import TEMPORAL_UNAVAILABLE, ApiError, temporal_unreachable, unavailable
+from storage.reachability import SharedProbe
 
 T = TypeVar("T")
 
@@ -48,41 +48,25 @@ PROBE_FRESH_SECONDS = 1.0
 """A passed probe vouches for the server this long: slow calls of a burst share it."""
 
 
-class _SharedProbe:
-    """One health probe at a time per client. A burst of hundreds of slow starts would
-    otherwise send hundreds of probes to a server that is slow because it is busy."""
-
-    def __init__(self, client: Client) -> None:
-        self._client = client
-        self._running: asyncio.Future[bool] | None = None
-        self._passed_at = float("-inf")
-
-    async def healthy(self) -> bool:
-        if time.monotonic() - self._passed_at < PROBE_FRESH_SECONDS:
-            return True
-        if self._running is None or self._running.done():
-            self._running = asyncio.ensure_future(self._probe())
-        # Shielded: a caller whose own call finished must not cancel the others' probe.
-        return await asyncio.shield(self._running)
-
-    async def _probe(self) -> bool:
-        try:
-            healthy = await self._client.service_client.check_health(timeout=PROBE_TIMEOUT)
-        except Exception:  # noqa: BLE001 - any failure of the probe means unreachable
-            healthy = False
-        if healthy:
-            self._passed_at = time.monotonic()
-        return healthy
+async def _passes_health_check(client: Client) -> bool:
+    try:
+        return await client.service_client.check_health(timeout=PROBE_TIMEOUT)
+    except Exception:  # noqa: BLE001 - any failure of the probe means unreachable
+        return False
 
 
-_probes: WeakKeyDictionary[Client, _SharedProbe] = WeakKeyDictionary()
+_probes: WeakKeyDictionary[Client, SharedProbe] = WeakKeyDictionary()
 
 
 async def _healthy(client: Client) -> bool:
+    """One health probe at a time per client: a burst of hundreds of slow starts would
+    otherwise send hundreds of probes to a server that is slow because it is busy."""
     probe = _probes.get(client)
     if probe is None:
-        probe = _probes[client] = _SharedProbe(client)
-    return await probe.healthy()
+        probe = _probes[client] = SharedProbe(
+            lambda: _passes_health_check(client), fresh_seconds=PROBE_FRESH_SECONDS
+        )
+    return await probe.answers()
 
 
 async def temporal_call(call: Awaitable[T], *, within: float, client: Client | None = None) -> T:

@@ -9,7 +9,10 @@ exception nobody retrieved.
 
 import asyncio
 import contextlib
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _unwinding: set[asyncio.Task[Any]] = set()
 
@@ -24,3 +27,14 @@ def _unwound(task: asyncio.Task[Any]) -> None:
     _unwinding.discard(task)
     with contextlib.suppress(asyncio.CancelledError, Exception):
         task.result()
+
+
+async def finished_within(work: Coroutine[Any, Any, T], seconds: float) -> "asyncio.Task[T] | None":
+    """`work`'s task once it has ended, or None when it has not ended within `seconds`: it is
+    then abandoned, and the caller answers at once instead of waiting for it to unwind."""
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if not done:
+        abandon(task)
+        return None
+    return task

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from gateway.deps import DbDep, TemporalDep
 from gateway.schemas.health import Health
-from storage.abandoned import abandon
+from storage.abandoned import finished_within
 
 router = APIRouter(tags=["health"])
 
@@ -21,12 +21,10 @@ sending users to this gateway. Both checks run at once, so the answer comes with
 
 
 async def _check(probe: Coroutine[Any, Any, object]) -> str:
-    checking = asyncio.ensure_future(probe)
-    done, _ = await asyncio.wait({checking}, timeout=CHECK_SECONDS)
-    if not done:  # not waited for as it unwinds (storage/abandoned.py)
-        abandon(checking)
+    checked = await finished_within(probe, CHECK_SECONDS)
+    if checked is None:
         return f"unreachable: no answer within {CHECK_SECONDS:g} s"
-    if (error := checking.exception()) is not None:
+    if (error := checked.exception()) is not None:
         return f"unreachable: {type(error).__name__}"
     return "ok"
 
