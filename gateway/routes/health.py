@@ -1,32 +1,13 @@
 """Liveness of the gateway's dependencies, answered within a bound whatever they do."""
 
-import asyncio
-from collections.abc import Coroutine
-from datetime import timedelta
-from typing import Any
-
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from gateway.deps import DbDep, TemporalDep
 from gateway.schemas.health import Health
-from storage.abandoned import finished_within
+from perdure.runtime.health import dependency_checks, healthy
 
 router = APIRouter(tags=["health"])
-
-CHECK_SECONDS = 2.0
-"""Each check's bound. A dependency cut off without a reset (packets dropped) never answers:
-a probe that waited for it would hang as long as the partition, and a load balancer would keep
-sending users to this gateway. Both checks run at once, so the answer comes within this bound."""
-
-
-async def _check(probe: Coroutine[Any, Any, object]) -> str:
-    checked = await finished_within(probe, CHECK_SECONDS)
-    if checked is None:
-        return f"unreachable: no answer within {CHECK_SECONDS:g} s"
-    if (error := checked.exception()) is not None:
-        return f"unreachable: {type(error).__name__}"
-    return "ok"
 
 
 @router.get(
@@ -38,13 +19,9 @@ async def _check(probe: Coroutine[Any, Any, object]) -> str:
     },
 )
 async def healthz(db: DbDep, client: TemporalDep) -> JSONResponse:
-    store, temporal = await asyncio.gather(
-        _check(db.ping()),
-        _check(client.service_client.check_health(timeout=timedelta(seconds=CHECK_SECONDS))),
-    )
-    checks = {"store": store, "temporal": temporal}
-    healthy = all(value == "ok" for value in checks.values())
+    checks = await dependency_checks(db, client)
+    ok = healthy(checks)
     return JSONResponse(
-        {"status": "ok" if healthy else "unavailable", "checks": checks},
-        status_code=200 if healthy else 503,
+        {"status": "ok" if ok else "unavailable", "checks": checks},
+        status_code=200 if ok else 503,
     )

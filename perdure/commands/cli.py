@@ -22,6 +22,7 @@ from perdure.commands.client_cli import CLIENT_COMMANDS, add_client_commands, ru
 from perdure.commands.configuration import configured
 from perdure.commands.reconcile import RUN_TIMEOUT, ReconcileFailed, reconcile_now, run_seconds
 from perdure.commands.temporal_setup import temporal_setup
+from perdure.runtime.health import dependency_checks
 from perdure.runtime.loop_lag import watching_loop_lag
 from perdure.runtime.prompt_schedules import sync_declared_schedules
 from perdure.runtime.reconciler_schedule import ensure_reconciler_schedule
@@ -30,6 +31,7 @@ from perdure.runtime.settings import Settings
 from perdure.runtime.temporal_connection import TemporalConnectionConfigError, TemporalUnreachable
 from perdure.runtime.temporal_dev import DevServerConfig, dev_server
 from perdure.runtime.temporal_setup import TemporalSetupNeeded
+from perdure.runtime.worker_health import WorkerHealth
 from perdure.telemetry.metrics_server import serve_metrics
 from perdure.telemetry.tracing import start_tracing, stop_tracing
 from storage.migrate import migrate
@@ -168,8 +170,13 @@ def _serving(server: uvicorn.Server, listening: socket.socket | None = None) -> 
     return _Service(run=run, stop=stop, force=force)
 
 
-def _working(worker: "Worker", tracker: "ActivityTracker", grace: float) -> _Service:
+def _working(
+    worker: "Worker", tracker: "ActivityTracker", services: Services, health: WorkerHealth
+) -> _Service:
+    grace = services.settings.worker_shutdown_grace
+
     async def stop() -> None:
+        health.stopping()
         started = time.monotonic()
         log.info(
             "worker shutting down: polling stopped; %d running activities have up to %g s "
@@ -185,8 +192,12 @@ def _working(worker: "Worker", tracker: "ActivityTracker", grace: float) -> _Ser
         )
 
     async def run() -> None:
-        async with watching_loop_lag():
-            await worker.run()
+        health.polling(lambda: dependency_checks(services.db, services.client))
+        try:
+            async with watching_loop_lag():
+                await worker.run()
+        finally:
+            health.stopping()
 
     return _Service(run=run, stop=stop)
 
@@ -202,7 +213,7 @@ def served_agents(settings: Settings) -> AgentRegistry:
     return agents
 
 
-async def _dev(settings: Settings) -> None:
+async def _dev(settings: Settings, health: WorkerHealth) -> None:
     from perdure.runtime.relay_service import dev_relay_secret, relay_config, relay_server
 
     listening = _gateway_socket(settings)
@@ -236,10 +247,10 @@ async def _dev(settings: Settings) -> None:
                 print(f"  relay        {settings.relay_url} (in-process)")
             sys.stdout.flush()  # at once in a log or a pipe, not when a buffer fills
 
-        await _node(settings, banner, listening, alone=True, relay=relay)
+        await _node(settings, banner, listening, health, alone=True, relay=relay)
 
 
-async def _serve(settings: Settings) -> None:
+async def _serve(settings: Settings, health: WorkerHealth) -> None:
     listening = _gateway_socket(settings)
 
     def banner() -> None:
@@ -250,13 +261,14 @@ async def _serve(settings: Settings) -> None:
             flush=True,
         )
 
-    await _node(settings, banner, listening, alone=False)
+    await _node(settings, banner, listening, health, alone=False)
 
 
 async def _node(
     settings: Settings,
     banner: Callable[[], None],
     listening: socket.socket,
+    health: WorkerHealth,
     *,
     alone: bool,
     relay: _Service | None = None,
@@ -279,13 +291,13 @@ async def _node(
         server = _gateway_server(services, settings)
         banner()
         await _until_stopped(
-            _working(worker, tracker, settings.worker_shutdown_grace),
+            _working(worker, tracker, services, health),
             _serving(server, listening),
             *([relay] if relay is not None else []),
         )
 
 
-async def _worker(settings: Settings) -> None:
+async def _worker(settings: Settings, health: WorkerHealth) -> None:
     async with open_services(settings, listen=False) as services:
         from perdure.runtime.worker import ActivityTracker, build_worker
 
@@ -295,7 +307,7 @@ async def _worker(settings: Settings) -> None:
         await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)
         await sync_declared_schedules(services, agents)
         print(f"Perdure worker on {settings.temporal_address} (model: {settings.model})")
-        await _until_stopped(_working(worker, tracker, settings.worker_shutdown_grace))
+        await _until_stopped(_working(worker, tracker, services, health))
 
 
 async def _relay(settings: Settings) -> None:
@@ -323,10 +335,11 @@ async def _gateway(settings: Settings) -> None:
 
 
 @contextlib.contextmanager
-def _telemetry(settings: Settings, command: str) -> Iterator[None]:
-    """Traces (when an OTLP endpoint is set) and, where a worker runs, its `/metrics` on
-    `PERDURE_METRICS_PORT` (when set), for as long as the command runs. Started before any
-    Temporal client exists, so a port in use stops the command with one line."""
+def _telemetry(settings: Settings, command: str) -> Iterator[WorkerHealth]:
+    """Traces (when an OTLP endpoint is set) and, where a worker runs, its `/metrics` and
+    `/healthz` on `PERDURE_METRICS_PORT` (when set), for as long as the command runs. Started
+    before any Temporal client exists, so a port in use stops the command with one line."""
+    health = WorkerHealth()
     metrics = None
     if settings.metrics_port is not None and command in ("dev", "serve", "worker"):
         token = settings.metrics_token
@@ -334,6 +347,7 @@ def _telemetry(settings: Settings, command: str) -> Iterator[None]:
             metrics = serve_metrics(
                 settings.host,
                 settings.metrics_port,
+                health=health.answer,
                 token=token.get_secret_value() if token else None,
             )
         except OSError as error:
@@ -349,7 +363,7 @@ def _telemetry(settings: Settings, command: str) -> Iterator[None]:
             protocol=settings.otlp_traces_protocol_used,
         )
     try:
-        yield
+        yield health
     finally:
         stop_tracing()
         if metrics is not None:
@@ -400,16 +414,18 @@ def main(argv: list[str] | None = None) -> None:
         elif args.command == "reconcile":
             print(asyncio.run(reconcile_now(settings, within_seconds=args.timeout)))
         else:
-            commands_run = {
+            commands_run: dict[
+                str, Callable[[Settings, WorkerHealth], Coroutine[Any, Any, None]]
+            ] = {
                 "dev": _dev,
                 "serve": _serve,
                 "worker": _worker,
-                "gateway": _gateway,
-                "relay": _relay,
+                "gateway": lambda settings, _: _gateway(settings),
+                "relay": lambda settings, _: _relay(settings),
             }
             run = commands_run[args.command]
-            with _telemetry(settings, args.command):
-                asyncio.run(run(settings))
+            with _telemetry(settings, args.command) as health:
+                asyncio.run(run(settings, health))
     except (
         TemporalSetupNeeded,
         TemporalConnectionConfigError,

@@ -1,10 +1,13 @@
-"""The worker's `/metrics` (`PERDURE_METRICS_PORT`): a small HTTP server on its own thread.
+"""The worker's `/metrics` and `/healthz` (`PERDURE_METRICS_PORT`): a small HTTP server on its
+own thread.
 
 On its own thread, not the worker's event loop: a worker whose loop runs late (the moment
-its metrics matter most) still answers scrapes. It serves the same registry as the gateway's
-`/metrics` (telemetry/metrics.py), with the same optional bearer token.
+its metrics matter most) still answers scrapes, and its health can say the loop is late.
+`/metrics` serves the same registry as the gateway's (telemetry/metrics.py), with the same
+optional bearer token; `/healthz`, like the gateway's, needs none.
 """
 
+import json
 import logging
 import socket
 import threading
@@ -23,6 +26,8 @@ log = logging.getLogger("perdure.telemetry")
 SHUTDOWN_TIMEOUT = 5.0
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+Health = Callable[[], tuple[bool, dict[str, str]]]
+"""Whether the process is healthy, and what each check found."""
 
 
 class _Quiet(WSGIRequestHandler):
@@ -30,11 +35,24 @@ class _Quiet(WSGIRequestHandler):
         """Scrapes are not logged (one line every few seconds, for every scraper)."""
 
 
-def _guarded(app: WsgiApp, token: str | None) -> WsgiApp:
+def _health_answer(health: Health, start_response: StartResponse) -> Iterable[bytes]:
+    ok, checks = health()
+    start_response(
+        "200 OK" if ok else "503 Service Unavailable",
+        [("Content-Type", "application/json"), ("Cache-Control", "no-store")],
+    )
+    body = {"status": "ok" if ok else "unavailable", "checks": checks}
+    return [json.dumps(body).encode()]
+
+
+def _guarded(app: WsgiApp, token: str | None, health: Health) -> WsgiApp:
     def serve(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO", "/") not in ("/metrics", "/"):
+        path = environ.get("PATH_INFO", "/")
+        if path == "/healthz":
+            return _health_answer(health, start_response)
+        if path not in ("/metrics", "/"):
             start_response("404 Not Found", [("Content-Type", "text/plain")])
-            return [b"not found: the metrics are at /metrics\n"]
+            return [b"not found: the metrics are at /metrics, the health at /healthz\n"]
         if not authorized(environ.get("HTTP_AUTHORIZATION"), token):
             start_response(
                 "401 Unauthorized",
@@ -60,9 +78,12 @@ class MetricsServer:
         self._thread.join(timeout=SHUTDOWN_TIMEOUT)
 
 
-def serve_metrics(host: str, port: int, *, token: str | None = None) -> MetricsServer:
-    """Serve `/metrics` on `host:port` (0: a free port) until `close()`; logs where."""
-    app = _guarded(make_wsgi_app(), token)
+def serve_metrics(
+    host: str, port: int, *, health: Health, token: str | None = None
+) -> MetricsServer:
+    """Serve `/metrics` and `/healthz` on `host:port` (0: a free port) until `close()`; logs
+    where. Each request has a thread of its own, so a slow health check holds up no scrape."""
+    app = _guarded(make_wsgi_app(), token, health)
 
     class Server(ThreadingWSGIServer):
         # IPv6 hosts (`::`) as well as IPv4 ones.

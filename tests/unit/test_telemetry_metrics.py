@@ -9,6 +9,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from perdure.domain.concurrency import STRATEGIES
+from perdure.runtime.worker_health import WorkerHealth
 from perdure.telemetry import metrics
 from perdure.telemetry.metrics import QueueDepth, RelayMeter, authorized, error_class, never_raises
 from perdure.telemetry.metrics_server import serve_metrics
@@ -157,7 +158,7 @@ def test_without_a_token_metrics_are_open_and_with_one_only_its_bearer_reads_the
 
 
 def test_the_worker_metrics_server_serves_the_text_format_on_a_free_port() -> None:
-    server = serve_metrics("127.0.0.1", 0)
+    server = serve_metrics("127.0.0.1", 0, health=WorkerHealth().answer)
     try:
         response = httpx.get(f"http://127.0.0.1:{server.port}/metrics", timeout=10)
     finally:
@@ -170,7 +171,7 @@ def test_the_worker_metrics_server_serves_the_text_format_on_a_free_port() -> No
 
 
 def test_the_worker_metrics_server_refuses_a_scrape_without_its_token() -> None:
-    server = serve_metrics("127.0.0.1", 0, token="scrape-token")
+    server = serve_metrics("127.0.0.1", 0, health=WorkerHealth().answer, token="scrape-token")
     try:
         refused = httpx.get(f"http://127.0.0.1:{server.port}/metrics", timeout=10)
         allowed = httpx.get(
