@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := tests/node/node_modules/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run install test check floors test-unit lint typecheck fmt bench bench-recovery bench-load bench-waits bench-compare worker gateway web clean
+.PHONY: run install test check floors test-unit lint typecheck fmt bench bench-recovery bench-faults bench-load bench-waits bench-compare worker gateway web clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -86,6 +86,10 @@ bench: $(STAMP)
 # ARGS passes flags through, e.g. `make bench-recovery ARGS="--runs 20"`.
 bench-recovery: $(STAMP)
 	$(BIN)/python -m bench.recovery $(ARGS)
+
+# The chaos specs' faults, injected while chats stream: what clients see and lose.
+bench-faults: $(STAMP)
+	$(BIN)/python -m bench.faults $(ARGS)
 
 bench-load: $(STAMP)
 	$(BIN)/python -m bench.load $(ARGS)

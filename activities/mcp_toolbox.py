@@ -110,7 +110,9 @@ class _Connection:
                 f"MCP server {self.server.name} did not answer within {CONNECT_TIMEOUT:g} s"
             ) from None
         if self._client is None:
-            raise McpServerError(f"MCP server {self.server.name} is unreachable: {self._failure}")
+            raise McpServerError(
+                f"MCP server {self.server.name} is unreachable: {_described(self._failure)}"
+            )
         return self._client
 
     @property
@@ -362,3 +364,12 @@ def _unique(server: McpServer, tools: list[McpTool]) -> list[McpTool]:
 
 def _seconds(span: timedelta) -> float:
     return span.total_seconds()
+
+
+def _described(error: BaseException | None) -> str:
+    """The error's text, or its class where it has none (a closed stream says nothing)."""
+    if error is None:
+        return "it closed the connection"
+    if isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        return _described(error.exceptions[0])
+    return str(error) or type(error).__name__

@@ -3,11 +3,7 @@ written, an answer under way is recovered and finishes exactly once space is bac
 store's file stays whole (docs/recovery.md)."""
 
 import asyncio
-import errno
-import os
-import shutil
 import sqlite3
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,53 +14,30 @@ from temporalio.testing import WorkflowEnvironment
 
 from perdure.testing.chat_client import chat_body, counting, read_stream, user_message
 from perdure.testing.databases import MigratedTemplates
+from perdure.testing.small_disk import disk_unavailable, fill, small_disk
 from perdure.testing.stack import running_stack
 from tests.databases import migrated_database_url, skip_or_fail
 from tests.served import STACK_AGENTS
 from tests.waiting import eventually
 
-DISK_BYTES = 16 * 1024 * 1024
-
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A filesystem of 16 MB of its own (a tmpfs: mounting one needs root)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        skip_or_fail("a full disk is made by mounting a small tmpfs, which needs root")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(disk)], check=True
-    )
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", "--lazy", str(disk)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    """Take every free byte of `disk`; the file that took them."""
-    filler = disk / "filler"
-    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT)
-    block = b"\0" * 65_536
-    try:
-        while True:
-            os.write(descriptor, block)
-    except OSError as full:
-        assert full.errno == errno.ENOSPC, full
-    finally:
-        os.close(descriptor)
-    return filler
+def disk(tmp_path: Path) -> Iterator[Path]:
+    """A filesystem of 16 MB of its own."""
+    if (why := disk_unavailable()) is not None:
+        skip_or_fail(why)
+    with small_disk(tmp_path) as mounted:
+        yield mounted
 
 
 async def test_a_full_disk_refuses_new_chats_and_the_answer_under_way_finishes_exactly(
-    small_disk: Path,
+    disk: Path,
     tmp_path: Path,
     temporal_env: WorkflowEnvironment,
     store_templates: MigratedTemplates,
     provider_env: None,
 ) -> None:
-    with migrated_database_url(store_templates, "sqlite", small_disk) as url:
+    with migrated_database_url(store_templates, "sqlite", disk) as url:
         async with (
             running_stack(
                 client=temporal_env.client,
@@ -89,7 +62,7 @@ async def test_a_full_disk_refuses_new_chats_and_the_answer_under_way_finishes_e
                 return info.status_code == 200 and info.json()["status"] == "running"
 
             await eventually(under_way, what="the answer under way")
-            filler = fill(small_disk)
+            filler = fill(disk)
             refused = await http.post(
                 "/api/chat", json=chat_body(refused_chat, user_message("hello"))
             )

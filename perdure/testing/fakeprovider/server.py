@@ -1,9 +1,11 @@
 """`FakeProvider`: the fake model provider's HTTP server, run by uvicorn in a background thread."""
 
+import asyncio
 import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
@@ -76,7 +78,7 @@ class FakeProvider:
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name="fake-provider", daemon=True
+            target=_serve, args=(server, sock), name="fake-provider", daemon=True
         )
         self._server, self._thread = server, thread
         thread.start()
@@ -182,3 +184,15 @@ class FakeProvider:
         """Forget requests, counters, fault budgets and stored responses."""
         self.state.reset()
         self._responses.reset()
+
+
+def _serve(server: uvicorn.Server, sock: socket.socket) -> None:
+    """Serve on a loop of this thread's own. Not `server.run()`: uvicorn before 0.36 sets the
+    process's event-loop policy there (uvloop's), and under that policy every other loop of
+    the process fails to start a subprocess (`NotImplementedError`: no child watcher). Where
+    uvicorn names its loop factory (uvloop's when installed), that loop is used."""
+    loop_factory: Callable[[], Callable[[], asyncio.AbstractEventLoop] | None] | None = getattr(
+        server.config, "get_loop_factory", None
+    )
+    with asyncio.Runner(loop_factory=loop_factory() if loop_factory else None) as runner:
+        runner.run(server.serve(sockets=[sock]))
