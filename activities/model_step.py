@@ -1,6 +1,7 @@
 """The model step activity: recover if this is a retry, repair, stream the provider into the log."""
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -25,6 +26,7 @@ from activities.recovery_gate import BootDecision, RecoveryGate, RecoveryStart
 from activities.step_call import StepCaller, cancel_at_provider
 from activities.step_log import StepLog
 from activities.step_request import StepPlan, conversation_before, resume_token
+from activities.step_rounds import calls_for_the_step, run_round
 from activities.step_run import StepRun
 from activities.transcript_repair import repair_transcript
 from activities.turn_tools import ToolSources, turn_tools
@@ -52,6 +54,7 @@ from storage.chunks import load_log
 from storage.db import Database
 from storage.log_appender import BufferedLog, LogAppender
 from storage.step_inputs import StepInputs, read_step_inputs
+from storage.submission_reads import get_submission
 from storage.tables import SubmissionRow
 from storage.tenant_policies import agent_limits
 from storage.turn_keep import save_stash
@@ -147,19 +150,51 @@ class ModelStepActivity(AgentActivity):
         )
 
     async def _run(self, run: StepRun) -> ModelStepResult:
-        """Open (or recover), repair, plan the request, stream it, gate its tool calls."""
+        """Open (or recover), then call the model, and again after each tool round the step
+        may run itself (activities/step_rounds.py)."""
+        started = time.monotonic()
         boot = await self._open(run)
+        offer, result = await self._call(run, boot)
+        while (
+            calls := calls_for_the_step(
+                run.agent,
+                offer.tools,
+                result,
+                rounds=run.round,
+                elapsed=time.monotonic() - started,
+            )
+        ) is not None and await run_round(run, offer.tools, calls):
+            await self._refuse_if_stopped_meanwhile(run)
+            following = run.step.model_copy(update={"step": result.next_step})
+            run = replace(run, step=following, round=run.round + 1)
+            offer, result = await self._call(run, boot)
+        return result.model_copy(update={"rounds_in_step": run.round})
+
+    async def _refuse_if_stopped_meanwhile(self, run: StepRun) -> None:
+        """As the next step would: a stop recorded while the round ran ends the turn here,
+        even when its cancellation never reaches Temporal. The round's outputs are kept."""
+        submission = await get_submission(self.db, run.submission.id)
+        if submission is None:
+            raise submission_gone(run.submission.id)
+        if submission.cancel_requested_at is not None:
+            await run.writer.flush()
+            refuse_if_stopped(submission)
+
+    async def _call(
+        self, run: StepRun, boot: BootDecision | None
+    ) -> tuple[StepOffer, ModelStepResult]:
+        """Repair, plan the request, stream it, gate its tool calls."""
         tools = (await turn_tools(run.agent, self.toolbox)).tools
         offer = StepOffer(tools, turn_client_tools(run.agent, run.submission, tools))
         state = run.steplog.state(run.step.step)
-        if state.finished:
+        pending = pending_tool_calls(state)
+        if state.finished and (pending or not state.has_tool_calls):
             # An earlier attempt streamed the whole step and died before returning it: its
-            # calls never ran (the workflow runs them once it has the step's result).
-            pending = pending_tool_calls(state)
+            # calls never ran (the workflow runs them once it has the step's result). Calls
+            # it ran itself are settled: the model goes on in a fresh step, below.
             reason = "tool-calls" if pending else "stop"
-            return await self._ended(
-                run, offer, StepEnd(pending, reason, run.steplog.reduction.steps)
-            )
+            end = StepEnd(pending, reason, run.steplog.reduction.steps)
+            return offer, await self._ended(run, offer, end)
         state = await self._step_opened(run)
         log_step = run.steplog.reduction.steps - 1
         plan = await self._plan(run, offer, state, log_step)
@@ -176,7 +211,7 @@ class ModelStepActivity(AgentActivity):
             [*approvals, {"type": "finish-step"}], usage=_step_usage(run, chunker.finish, log_step)
         )
         reason = chunker.finish.reason if chunker.finish else "other"
-        return await self._ended(run, offer, StepEnd(made, reason, log_step + 1))
+        return offer, await self._ended(run, offer, StepEnd(made, reason, log_step + 1))
 
     async def _ended(self, run: StepRun, offer: StepOffer, end: StepEnd) -> ModelStepResult:
         """Everything written, the recovery (if any) completed: the step's result."""
@@ -253,8 +288,10 @@ class ModelStepActivity(AgentActivity):
         )
         state = steplog.state(step.step)
         if state.started and state.has_tool_calls:
-            # Its tool calls were settled above; the model goes on in a fresh step.
-            steplog.add(close_open_text(state) + [{"type": "finish-step"}, {"type": "start-step"}])
+            # Its tool calls were settled above (or ran in the step); the model goes on in a
+            # fresh step.
+            closing = [] if state.finished else [*close_open_text(state), {"type": "finish-step"}]
+            steplog.add([*closing, {"type": "start-step"}])
             return steplog.state(step.step)
         if not state.started:
             steplog.add([{"type": "start-step"}])

@@ -24,6 +24,8 @@ class StepRun:
     context: TurnContext
     attempt: int
     """Temporal's attempt of the activity: above 1 it is a recovery."""
+    round: int = 0
+    """Tool rounds this attempt ran itself before this model call (activities/step_rounds.py)."""
 
     @property
     def submission(self) -> SubmissionRow:
@@ -35,4 +37,5 @@ class StepRun:
 
     @property
     def recovering(self) -> bool:
-        return self.attempt > 1
+        """A retried step's first model call: the one that recovers (its rounds follow it)."""
+        return self.attempt > 1 and self.round == 0

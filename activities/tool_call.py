@@ -1,7 +1,6 @@
 """The tool activity: run one tool call the model made, and log its result."""
 
 from dataclasses import dataclass
-from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -9,8 +8,8 @@ from temporalio.exceptions import ApplicationError
 from activities._support import heartbeating, refuse_if_stopped, submission_gone
 from activities.base import AgentActivity, fenced
 from activities.model_step import stash_writer
+from activities.tool_invocation import invoke_tool
 from activities.turn_tools import ToolSources, turn_tools
-from perdure.agent import Agent
 from perdure.domain.names import RUN_TOOL_ACTIVITY
 from perdure.domain.payloads import RunToolInput
 from perdure.domain.reducer import reduce_chunks
@@ -18,9 +17,8 @@ from perdure.domain.repair import is_settled
 from perdure.domain.turn_chunks import tool_error_chunk
 from perdure.domain.ui import Chunk
 from perdure.recovery import bind_stash, unbind_stash
-from perdure.telemetry import genai_spans
 from perdure.telemetry.log_context import bind_ids
-from perdure.tools import Tool, ToolContext, capped_output
+from perdure.tools import ToolContext
 from storage.bus import ChunkBus
 from storage.chunks import append_chunks, load_log
 from storage.submission_reads import get_submission
@@ -88,29 +86,6 @@ class ToolCallActivity(AgentActivity):
         try:
             if definition is None:
                 return tool_error_chunk(call.tool_call_id, offered.missing(name))
-            return await _invoke(agent, definition, name, part, context)
+            return await invoke_tool(agent, definition, name, part, context)
         finally:
             unbind_stash(token)
-
-
-async def _invoke(
-    agent: Agent,
-    definition: Tool,
-    name: str,
-    part: dict[str, Any],
-    context: ToolContext,
-) -> Chunk:
-    call_id = context.tool_call_id
-    raw_input = part.get("input")
-    arguments: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
-    with genai_spans.tool_call(name, call_id) as span:
-        try:
-            output = await definition.invoke(agent, arguments, context)
-        except Exception as error:  # noqa: BLE001 - a tool's failure is told to the model
-            span.failed(error)
-            return tool_error_chunk(call_id, f"{type(error).__name__}: {error}")
-    return {
-        "type": "tool-output-available",
-        "toolCallId": call_id,
-        "output": capped_output(output, agent.max_tool_output_bytes),
-    }

@@ -54,6 +54,12 @@ class Agent:
     """Tokens (input + output, every recovery attempt counted) a turn's model calls may use:
     once a step passes it, the turn ends there with `budget`, its partial kept. None: no
     limit. docs/usage.md."""
+    step_tool_rounds: ClassVar[int] = 20
+    """Tool rounds a model step may run itself: when every call of a step is to an idempotent
+    tool that waits for nobody (no approval, no client, no sub-agent), the step runs the calls
+    and asks the model again at once, with no Temporal activity or workflow task in between
+    (docs/architecture.md, "Tool rounds"). 0: every call runs as its own activity, each
+    visible in the Temporal UI."""
     budget_message: ClassVar[str] = "This turn reached its budget and stopped here."
     """The text that ends a turn stopped by `max_steps` or `max_turn_tokens`."""
     max_output_tokens: ClassVar[int] = 4096

@@ -42,6 +42,12 @@ def _check_tools(agent: Agent) -> None:
 
 
 def _check_limits(agent: Agent) -> None:
+    rounds = agent.step_tool_rounds
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
+        raise ValueError(
+            f"agent {agent.name!r}: step_tool_rounds must be a whole number of at least 0 "
+            f"(0: every tool call runs as its own activity), not {rounds!r}"
+        )
     limit = agent.max_persisted_messages
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(

@@ -21,6 +21,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from perdure.domain.delta_coalescing import coalesce_deltas
@@ -162,7 +163,12 @@ class BufferedLog:
         self._in_flight = False
         self._progress = asyncio.Event()
         self._failure: BaseException | None = None
+        self._observer: Callable[[list[Chunk]], None] | None = None
         self.last_seq = -1
+
+    def observe(self, observer: Callable[[list[Chunk]], None]) -> None:
+        """Hand `observer` every list of chunks added from now on, as it is added."""
+        self._observer = observer
 
     @property
     def pending(self) -> int:
@@ -187,6 +193,8 @@ class BufferedLog:
                 raise ValueError("usage goes in with the chunks that end its model call")
             self._usage.append(usage)
         self._buffer.extend(chunks)
+        if self._observer is not None and chunks:
+            self._observer(chunks)
         if not self._buffer:
             self._cursor = None  # a cursor alone moves nothing that a client could see
             return

@@ -91,6 +91,9 @@ class ModelStepResult(BaseModel):
     budget_reached: bool = False
     """The turn's model calls have used the agent's `max_turn_tokens`: its tool calls are not
     run, and the turn ends with `budget`."""
+    rounds_in_step: int = 0
+    """Tool rounds the step ran itself before this result (their calls and outputs are in the
+    answer's log; activities/step_rounds.py): shown with the step's result in the Temporal UI."""
 
 
 class RunToolInput(OfTurn):

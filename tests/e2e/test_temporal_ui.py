@@ -77,7 +77,8 @@ async def test_a_turn_is_found_by_each_search_attribute_and_says_what_each_step_
     alpha, _ = tenants
     chat = new_chat()
     text = '@tool calculate {"expression": "6*7"}   and then please explain the result slowly'
-    streamed = await send(alpha, chat, text)
+    # Each tool call as its own activity (an agent whose steps run no tool rounds themselves).
+    streamed = await send(alpha, chat, text, agent="tool-activities")
     submission_id = streamed.headers["x-perdure-submission-id"]
     workflow_id = turn_workflow_id(submission_id)
     client = stack.services.client
@@ -89,7 +90,7 @@ async def test_a_turn_is_found_by_each_search_attribute_and_says_what_each_step_
     for query in (
         f'PerdureSessionId = "{chat}"',
         'PerdureTenant = "alpha"',
-        'PerdureAgent = "default"',
+        'PerdureAgent = "tool-activities"',
         'PerdureStatus = "completed"',
     ):
         await found_by(client, query, workflow_id)
@@ -99,9 +100,9 @@ async def test_a_turn_is_found_by_each_search_attribute_and_says_what_each_step_
         summary == first_words(text) == ('@tool calculate {"expression": "6*7"} and then please…')
     )
     assert await summaries(client, workflow_id) == [
-        "model step 0 · agent default",
+        "model step 0 · agent tool-activities",
         "tool calculate",
-        "model step 1 · agent default · openai:gpt-fake",
+        "model step 1 · agent tool-activities · openai:gpt-fake",
         "finish turn: completed",
     ]
 

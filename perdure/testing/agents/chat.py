@@ -354,6 +354,20 @@ class CountingToolsAgent(ChatCompletionsAgent):
         return f"counted {label}"
 
 
+class ToolActivitiesAgent(CountingToolsAgent):
+    """Every tool call runs as its own Temporal activity."""
+
+    name = "tool-activities"
+    step_tool_rounds = 0
+
+
+class TwoRoundsAgent(CountingToolsAgent):
+    """A model step runs at most two tool rounds itself."""
+
+    name = "two-rounds"
+    step_tool_rounds = 2
+
+
 class PatientTurnsAgent(ChatCompletionsAgent):
     """Its policy aborts a stream silent for half a second; its turns allow three."""
 

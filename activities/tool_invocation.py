@@ -1,0 +1,34 @@
+"""Running one tool call the model made: its output, or the error the model is told, as the
+chunk that settles the call. One owner for the tool activity and the rounds a step runs."""
+
+from typing import Any
+
+from perdure.agent import Agent
+from perdure.domain.turn_chunks import tool_error_chunk
+from perdure.domain.ui import Chunk
+from perdure.telemetry import genai_spans
+from perdure.tools import Tool, ToolContext, capped_output
+
+
+async def invoke_tool(
+    agent: Agent,
+    definition: Tool,
+    name: str,
+    part: dict[str, Any],
+    context: ToolContext,
+) -> Chunk:
+    """The chunk that settles the call `part` (its tool part in the log)."""
+    call_id = context.tool_call_id
+    raw_input = part.get("input")
+    arguments: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
+    with genai_spans.tool_call(name, call_id) as span:
+        try:
+            output = await definition.invoke(agent, arguments, context)
+        except Exception as error:  # noqa: BLE001 - a tool's failure is told to the model
+            span.failed(error)
+            return tool_error_chunk(call_id, f"{type(error).__name__}: {error}")
+    return {
+        "type": "tool-output-available",
+        "toolCallId": call_id,
+        "output": capped_output(output, agent.max_tool_output_bytes),
+    }
