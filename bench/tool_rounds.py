@@ -2,16 +2,16 @@
 returns at once.
 
     .venv/bin/python -m bench.tool_rounds [--turns 5] [--calls 20] [--arrangements split,node]
-                                          [--agents default,tool-activities]
+                                          [--agents long-tool-loop,long-tool-loop-activities]
                                           [--store sqlite|postgres]
 
 Real processes: a Temporal dev server and either a `perdure worker` and a `perdure gateway`
 (`split`) or one `perdure serve` (`node`), the store, the fake provider in this process. A turn
 of each agent of `perdure.testing.agents.chat` named in `--agents` is scripted with `--calls` lines `@tool wait {"seconds": 0}` and
 `@delay 1` (1 ms a chunk): the model calls one tool per request, the tool answers at once, and
-after the last call the model answers. `default` runs the calls in its model step (tool rounds,
-docs/architecture.md); `tool-activities` (`step_tool_rounds = 0`) runs each as its own Temporal
-activity, between two workflow tasks. The agents' turns alternate; the first turn of each agent
+after the last call the model answers. `long-tool-loop` (up to 100 steps) runs the calls in its model
+step (tool rounds, docs/architecture.md); `long-tool-loop-activities` (`step_tool_rounds = 0`)
+runs each as its own Temporal activity, between two workflow tasks. The agents' turns alternate; the first turn of each agent
 warms it up and is not counted.
 
 Per arrangement, over every round of every turn (a round: a provider request that called the
@@ -140,7 +140,7 @@ async def main() -> None:
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--arrangements", default="split,node")
-    parser.add_argument("--agents", default="default,tool-activities")
+    parser.add_argument("--agents", default="long-tool-loop,long-tool-loop-activities")
     parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
     args = parser.parse_args()
     names = [name.strip() for name in args.arrangements.split(",") if name.strip()]

@@ -368,6 +368,22 @@ class TwoRoundsAgent(CountingToolsAgent):
     step_tool_rounds = 2
 
 
+class LongToolLoopAgent(ChatCompletionsAgent):
+    """Turns of up to 100 model steps, each tool round run in the step (the tool-round
+    benchmark's agent)."""
+
+    name = "long-tool-loop"
+    max_steps = 100
+    step_tool_rounds = 100
+
+
+class LongToolLoopActivitiesAgent(LongToolLoopAgent):
+    """`long-tool-loop` with every tool call as its own Temporal activity."""
+
+    name = "long-tool-loop-activities"
+    step_tool_rounds = 0
+
+
 class PatientTurnsAgent(ChatCompletionsAgent):
     """Its policy aborts a stream silent for half a second; its turns allow three."""
 
