@@ -46,6 +46,9 @@ class Samples:
     relay_ms: list[float] = field(default_factory=list)
 
 
+QUANTILES = (50, 90, 95, 99)
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
@@ -127,7 +130,8 @@ async def split_mode(
 
 def report(name: str, samples: Samples) -> str:
     def row(label: str, values: list[float]) -> str:
-        return f"| {name} | {label} | {len(values)} | {percentile(values, 50):.1f} | {percentile(values, 95):.1f} |"
+        quantiles = " | ".join(f"{percentile(values, q):.1f}" for q in QUANTILES)
+        return f"| {name} | {label} | {len(values)} | {quantiles} |"
 
     return "\n".join(
         [
@@ -146,7 +150,10 @@ async def main() -> None:
     )
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    rows = ["| mode | metric | n | p50 | p95 |", "|---|---|---|---|---|"]
+    rows = [
+        "| mode | metric | n | " + " | ".join(f"p{q}" for q in QUANTILES) + " |",
+        "|---|---|---|" + "---|" * len(QUANTILES),
+    ]
     with FakeProvider() as fake, TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         for mode in modes:
