@@ -119,11 +119,23 @@ async def kill_relay(rig: Rig, turns: Sequence[CountingTurn]) -> float:
     killed = time.monotonic()
     for worker in rig.workers:
         worker.kill()
+    await _relay_killed_and_started(rig)
+    rig.workers[:] = [rig.cluster.worker(), rig.cluster.worker()]
+    return killed
+
+
+async def restart_relay(rig: Rig, turns: Sequence[CountingTurn]) -> float:
+    """SIGKILL the relay alone, the workers streaming through it; it starts again on its port
+    at once."""
+    killed = time.monotonic()
+    await _relay_killed_and_started(rig)
+    return killed
+
+
+async def _relay_killed_and_started(rig: Rig) -> None:
     rig.cluster.last_relay.kill()
     port = int(rig.cluster.env["PERDURE_RELAY_URL"].rsplit(":", 1)[1])
     await rig.cluster.relay(port=port)
-    rig.workers[:] = [rig.cluster.worker(), rig.cluster.worker()]
-    return killed
 
 
 async def restart_temporal(rig: Rig, turns: Sequence[CountingTurn]) -> float:
@@ -170,6 +182,7 @@ FAULTS = [
     Fault("worker-kill", kill_worker),
     Fault("gateway-kill", kill_gateway, gateways=2),
     Fault("relay-kill", kill_relay, relay=True),
+    Fault("relay-restart", restart_relay, relay=True),
     Fault("temporal-restart", restart_temporal, outage=True),
     Fault("temporal-cut", silence_link, temporal_link=True, outage=True),
     Fault("store-restart", refuse_link, store="postgres", outage=True),

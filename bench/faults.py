@@ -11,6 +11,8 @@ injected); the fault's runs follow one another on it. The faults (`--faults`):
 - `worker-kill`: SIGKILL to the worker running the first chat's step, a replacement at once;
 - `gateway-kill`: SIGKILL to the gateway the clients stream from (a second one is up);
 - `relay-kill`: SIGKILL to the `perdure relay` and every worker; all started again at once;
+- `relay-restart`: SIGKILL to the `perdure relay` alone, the workers streaming through it; it
+  starts again on its port at once;
 - `temporal-restart`: SIGKILL to the Temporal server, started again 5 s later (same file, port);
 - `temporal-cut`, `store-cut`: the link to Temporal, or to PostgreSQL, silent for 10 s;
 - `store-restart`: every PostgreSQL connection reset and new ones refused for 5 s;
