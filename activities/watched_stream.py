@@ -9,7 +9,7 @@ from temporalio.exceptions import ApplicationError
 from activities.providers import ModelRequest, Provider
 from activities.providers.deadlines import WaitDeadline
 from perdure.domain.names import PROVIDER_STALLED
-from perdure.domain.provider_events import ResponseCursor
+from perdure.domain.provider_events import ResponseCursor, Unresumable
 from perdure.domain.step_chunks import StepChunker
 from perdure.domain.ui import Chunk
 from storage.log_appender import BufferedLog
@@ -40,6 +40,7 @@ async def stream_into_log(
     stored cursor never points before what the log holds (no duplicate on re-attach)."""
     stream = provider.stream(request)
     held: list[Chunk] = []
+    resumable = provider.supports_resume
     loop = asyncio.get_running_loop()
     try:
         # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (a user's
@@ -66,7 +67,11 @@ async def stream_into_log(
                         target.writer.add(held + chunks, cursor=cursor)
                         target.last_cursor = cursor
                         held = []
-                    elif provider.supports_resume:
+                    elif isinstance(event, Unresumable):
+                        resumable = False  # no cursor will come: hold nothing back
+                        target.writer.add(held + chunks)
+                        held = []
+                    elif resumable:
                         held.extend(chunks)
                     else:
                         target.writer.add(chunks)

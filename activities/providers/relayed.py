@@ -26,7 +26,7 @@ from activities.providers.base import ModelRequest, ProviderError
 from activities.providers.common import translate_errors
 from activities.providers.config import ProviderConfig
 from activities.providers.errors import is_sdk_error
-from perdure.domain.provider_events import ProviderEvent, ResponseCursor
+from perdure.domain.provider_events import ProviderEvent, ResponseCursor, Unresumable
 from perdure.domain.relay_protocol import ATTACH_HEADER, CURSOR_PREFIX, STREAM_HEADER
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,9 @@ class RelayedStream:
     after: int = -1
     """The last event the log already holds (-1: none): events up to it are not yielded."""
     index: int = -1
+    direct: bool = False
+    """Sent straight to the provider because the relay could not be reached: its first events
+    say so (`Unresumable`), as no cursor will follow them."""
 
     @classmethod
     def of(cls, request: ModelRequest, config: ProviderConfig) -> "RelayedStream":
@@ -75,7 +78,7 @@ class RelayedStream:
         if self.index <= self.after:
             return []
         if self.stream_id is None:
-            return produced
+            return [Unresumable(), *produced] if self.direct and self.index == 0 else produced
         cursor = ResponseCursor(
             response_id=CURSOR_PREFIX + self.stream_id, sequence_number=self.index
         )
@@ -93,7 +96,7 @@ class RelayedStream:
             if not unreachable or not self.on or self.attaching or not has_key:
                 raise
         log.warning("the provider relay cannot be reached; %s goes direct", label)
-        direct = RelayedStream(stream_id=None)
+        direct = RelayedStream(stream_id=None, direct=True)
         return await send(direct), direct
 
 

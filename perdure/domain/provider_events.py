@@ -54,6 +54,13 @@ class ResponseCursor(BaseModel):
     sequence_number: int
 
 
+class Unresumable(BaseModel):
+    """This stream of a resumable provider went straight to the provider (its relay could not
+    be reached): no cursor will follow its events, so nothing waits for one."""
+
+    kind: Literal["unresumable"] = "unresumable"
+
+
 class Finish(BaseModel):
     """The end of a model call, with the usage its provider reported (None: not reported).
 
@@ -78,5 +85,6 @@ ProviderEvent = (
     | ToolCallDelta
     | ToolCallEnd
     | ResponseCursor
+    | Unresumable
     | Finish
 )

@@ -10,6 +10,7 @@ from perdure.domain.provider_events import (
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
+    Unresumable,
 )
 from perdure.domain.ui import Chunk
 
@@ -63,7 +64,7 @@ class StepChunker:
         if isinstance(event, Finish):
             self.finish = event
             return self.close()
-        if isinstance(event, ResponseCursor):
+        if isinstance(event, ResponseCursor | Unresumable):
             return []
         raise TypeError(f"unexpected provider event {event!r}")
 

@@ -9,13 +9,16 @@ import pytest
 from activities.providers.anthropic_messages import AnthropicMessagesProvider
 from activities.providers.base import ModelRequest, ProviderError, ResumeToken
 from activities.providers.openai_chat import OpenAIChatProvider
+from activities.watched_stream import StreamTarget, stream_into_log
 from perdure.domain.conversation import UserItem
 from perdure.domain.provider_events import ProviderEvent, ResponseCursor
 from perdure.domain.relay_protocol import ATTACH_HEADER, STREAM_HEADER
+from perdure.domain.step_chunks import StepChunker
 from perdure.relay.app import Relay
 from perdure.relay.held import HeldStream, RelayLimits
 from perdure.testing.fakeprovider.server import FakeProvider
 from perdure.testing.relay import RELAY_SECRET, relay_config_for, running_relay
+from perdure.testing.stack import free_port
 from tests.fakeprovider_fixtures import config_for, count_to, tag, text_of
 from tests.waiting import eventually
 
@@ -225,3 +228,33 @@ async def test_attaching_to_a_stream_never_held_is_a_404(relay: tuple[str, Relay
 
     assert response.status_code == 404
     assert response.json()["error"]["type"] == "stream_gone"
+
+
+class RecordedLog:
+    """What a step's log writer was handed, call by call."""
+
+    def __init__(self) -> None:
+        self.adds: list[list[dict[str, object]]] = []
+
+    def add(self, chunks: list[dict[str, object]], **_: object) -> None:
+        self.adds.append(chunks)
+
+
+@pytest.mark.parametrize("api", ["anthropic", "openai"])
+async def test_a_stream_sent_direct_because_the_relay_is_down_is_logged_as_it_comes(
+    fake_provider: FakeProvider, api: str
+) -> None:
+    provider = through(f"http://127.0.0.1:{free_port()}", fake_provider, api)
+    assert isinstance(provider, AnthropicMessagesProvider | OpenAIChatProvider)
+    target = StreamTarget(writer=RecordedLog(), chunker=StepChunker(0), log_step=0)  # type: ignore[arg-type]
+
+    await stream_into_log(
+        provider, ask(f"@count 5 {tag()}", f"msg_{tag()}:0"), target, stall_timeout=30
+    )
+
+    deltas_per_add = [
+        sum(1 for chunk in chunks if chunk["type"] == "text-delta") for chunks in target.writer.adds
+    ]
+    # Each delta as it comes: no cursor will follow a direct stream's events, so none is held.
+    assert sorted(deltas_per_add)[-1] == 1 and sum(deltas_per_add) == 5
+    assert target.last_cursor is None
