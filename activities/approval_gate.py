@@ -5,11 +5,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from activities._support import call_hook
+from activities.tool_invocation import tool_context
 from perdure.agent import Agent, TurnContext
 from perdure.domain.payloads import ModelStepResult, ToolCallRef, WaitKind
 from perdure.domain.provider_events import ToolCallEnd
 from perdure.domain.ui import Chunk
-from perdure.tools import ClientTool, Tool, ToolContext
+from perdure.tools import ClientTool, Tool
 from storage.tool_waits import new_approval_id
 
 log = logging.getLogger(__name__)
@@ -42,17 +43,11 @@ async def approval_needed(
     function never lets a call run unapproved."""
     if definition is None or definition.needs_approval is False:
         return False
-    tool_context = ToolContext(
-        tenant_id=context.tenant_id,
-        session_id=context.session_id,
-        submission_id=context.submission_id,
-        tool_call_id=call.id,
-        agent=agent.name,
-    )
+    asked = tool_context(context, call.id)
     try:
         return await call_hook(
             f"needs_approval of {definition.name}",
-            lambda: definition.approval_needed(dict(call.arguments), tool_context),
+            lambda: definition.approval_needed(dict(call.arguments), asked),
             limit=agent.hook_timeout.total_seconds(),
         )
     except Exception:

@@ -176,9 +176,11 @@ class ModelStepActivity(AgentActivity):
         submission = await get_submission(self.db, run.submission.id)
         if submission is None:
             raise submission_gone(run.submission.id)
-        if submission.cancel_requested_at is not None:
-            await run.writer.flush()
+        try:
             refuse_if_stopped(submission)
+        except ApplicationError:
+            await run.writer.flush()
+            raise
 
     async def _call(
         self, run: StepRun, boot: BootDecision | None

@@ -18,11 +18,11 @@ import asyncio
 from collections.abc import Mapping
 
 from activities.step_run import StepRun
-from activities.tool_invocation import invoke_tool
+from activities.tool_invocation import invoke_tool, tool_context
 from perdure.agent import Agent
 from perdure.domain.payloads import ModelStepResult, ToolCallRef
 from perdure.domain.ui import Chunk
-from perdure.tools import Tool, ToolContext
+from perdure.tools import Tool
 
 ROUND_TOOL_SECONDS = 30.0
 STEP_ROUNDS_SECONDS = 120.0
@@ -58,13 +58,7 @@ async def run_round(run: StepRun, tools: Mapping[str, Tool], calls: list[ToolCal
         part = reduction.tool_part(call.tool_call_id)
         if part is None:
             raise RuntimeError(f"tool call {call.tool_call_id} of this step is not in its log")
-        context = ToolContext(
-            tenant_id=run.submission.tenant_id,
-            session_id=run.submission.session_id,
-            submission_id=run.submission.id,
-            tool_call_id=call.tool_call_id,
-            agent=run.agent.name,
-        )
+        context = tool_context(run.context, call.tool_call_id)
         tool = tools[call.tool_name]
         running.append(
             asyncio.ensure_future(invoke_tool(run.agent, tool, call.tool_name, part, context))

@@ -7,8 +7,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities._support import heartbeating, refuse_if_stopped, submission_gone
 from activities.base import AgentActivity, fenced
-from activities.model_step import stash_writer
-from activities.tool_invocation import invoke_tool
+from activities.model_step import stash_writer, turn_context
+from activities.tool_invocation import invoke_tool, tool_context
 from activities.turn_tools import ToolSources, turn_tools
 from perdure.domain.names import RUN_TOOL_ACTIVITY
 from perdure.domain.payloads import RunToolInput
@@ -18,7 +18,6 @@ from perdure.domain.turn_chunks import tool_error_chunk
 from perdure.domain.ui import Chunk
 from perdure.recovery import bind_stash, unbind_stash
 from perdure.telemetry.log_context import bind_ids
-from perdure.tools import ToolContext
 from storage.bus import ChunkBus
 from storage.chunks import append_chunks, load_log
 from storage.submission_reads import get_submission
@@ -75,13 +74,7 @@ class ToolCallActivity(AgentActivity):
             raise submission_gone(call.turn.submission_id)
         refuse_if_stopped(submission)
         bind_ids(tenant_id=submission.tenant_id)
-        context = ToolContext(
-            tenant_id=submission.tenant_id,
-            session_id=submission.session_id,
-            submission_id=submission.id,
-            tool_call_id=call.tool_call_id,
-            agent=agent.name,
-        )
+        context = tool_context(turn_context(agent, submission), call.tool_call_id)
         token = bind_stash(stash_writer(self.db, call.turn.submission_id))
         try:
             if definition is None:

@@ -3,11 +3,22 @@ chunk that settles the call. One owner for the tool activity and the rounds a st
 
 from typing import Any
 
-from perdure.agent import Agent
+from perdure.agent import Agent, TurnContext
 from perdure.domain.turn_chunks import tool_error_chunk
 from perdure.domain.ui import Chunk
 from perdure.telemetry import genai_spans
 from perdure.tools import Tool, ToolContext, capped_output
+
+
+def tool_context(turn: TurnContext, tool_call_id: str) -> ToolContext:
+    """What a tool (or its `needs_approval` check) is told of the call it answers."""
+    return ToolContext(
+        tenant_id=turn.tenant_id,
+        session_id=turn.session_id,
+        submission_id=turn.submission_id,
+        tool_call_id=tool_call_id,
+        agent=turn.agent,
+    )
 
 
 async def invoke_tool(
