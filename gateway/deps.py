@@ -71,6 +71,7 @@ async def _lifecycle(request: Request, services: _ServicesDep) -> SubmissionLife
             deadline=GatewayDeadline(services.client),
             bus=services.bus,
             intake_width=services.settings.intake_concurrency,
+            head_start=services.head_start,
         )
     return lifecycle
 

@@ -60,6 +60,11 @@ class Agent:
     and asks the model again at once, with no Temporal activity or workflow task in between
     (docs/architecture.md, "Tool rounds"). 0: every call runs as its own activity, each
     visible in the Temporal UI."""
+    head_start: ClassVar[bool] = True
+    """Send a turn's first model request at intake, through the provider relay, while the
+    turn's workflow boots; the first step adopts it when its own request is the same, and the
+    early one is cancelled when it is not (docs/relay.md, "Head start"). False: the first
+    request leaves with the first step, and no early request is ever paid for."""
     budget_message: ClassVar[str] = "This turn reached its budget and stopped here."
     """The text that ends a turn stopped by `max_steps` or `max_turn_tokens`."""
     max_output_tokens: ClassVar[int] = 4096

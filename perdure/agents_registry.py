@@ -48,6 +48,10 @@ def _check_limits(agent: Agent) -> None:
             f"agent {agent.name!r}: step_tool_rounds must be a whole number of at least 0 "
             f"(0: every tool call runs as its own activity), not {rounds!r}"
         )
+    if not isinstance(agent.head_start, bool):
+        raise ValueError(
+            f"agent {agent.name!r}: head_start must be True or False, not {agent.head_start!r}"
+        )
     limit = agent.max_persisted_messages
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(

@@ -382,7 +382,7 @@ class AnthropicMessagesProvider:
         self.label = f"anthropic:{model}"
         self.config = config
         # Through the provider relay, a step's stream outlives the worker (docs/relay.md).
-        self.supports_resume = self.supports_cancel = config.relay_url is not None
+        self.supports_resume = self.supports_cancel = self.relayed = config.relay_url is not None
 
     def rules(self, request: ModelRequest) -> ModelRules:
         return claude_rules(request.model or self.model, self.config.model_families)

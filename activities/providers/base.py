@@ -30,6 +30,9 @@ class ModelRequest(BaseModel):
     """Re-attach to this response instead of starting a new one (providers that support it)."""
     stream_id: str | None = None
     """The step's identity at the provider relay, when one is configured (docs/relay.md)."""
+    early: bool = False
+    """A head start: the step's first request, sent at intake before the step runs; the relay
+    holds it for the step to adopt and never lets it replace a stream it holds already."""
     max_output_tokens: int = 4096
     thinking: ThinkingOptions = ThinkingOptions()
     """The agent's thinking, checked against the model's rules when the worker started
@@ -72,6 +75,10 @@ class Provider(Protocol):
 
     supports_cancel: bool
     """`cancel(response_id)` stops a server-side response; a no-op where there is none."""
+
+    relayed: bool
+    """Its requests go through the provider relay (docs/relay.md), which can hold a head start
+    for a step to adopt."""
 
     def continuation_for(self, request: ModelRequest) -> Continuation:
         """How `request` will continue its partial answer (resume, prefill or instruction)."""

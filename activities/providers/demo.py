@@ -118,6 +118,7 @@ class DemoProvider:
     label = "demo"
     supports_resume = False
     supports_cancel = False
+    relayed = False
     continuation = Continuation(
         mechanism="prefill", exact=True, via="the demo continues its deterministic answer"
     )

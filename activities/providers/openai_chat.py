@@ -222,7 +222,7 @@ class OpenAIChatProvider:
         self.mode: ChatContinuation = config.openai_continuation
         self.continuation = _DECLARED[self.mode]
         # Through the provider relay, a step's stream outlives the worker (docs/relay.md).
-        self.supports_resume = self.supports_cancel = config.relay_url is not None
+        self.supports_resume = self.supports_cancel = self.relayed = config.relay_url is not None
 
     def continuation_for(self, request: ModelRequest) -> Continuation:
         if RelayedStream.of(request, self.config).attaching:

@@ -258,6 +258,7 @@ class OpenAIResponsesProvider:
 
     supports_resume = True
     supports_cancel = True
+    relayed = False
     continuation = RESUME
 
     def __init__(self, model: str, *, config: ProviderConfig) -> None:

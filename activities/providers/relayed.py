@@ -27,7 +27,12 @@ from activities.providers.common import translate_errors
 from activities.providers.config import ProviderConfig
 from activities.providers.errors import is_sdk_error
 from perdure.domain.provider_events import ProviderEvent, ResponseCursor, Unresumable
-from perdure.domain.relay_protocol import ATTACH_HEADER, CURSOR_PREFIX, STREAM_HEADER
+from perdure.domain.relay_protocol import (
+    ATTACH_HEADER,
+    CURSOR_PREFIX,
+    EARLY_HEADER,
+    STREAM_HEADER,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -42,6 +47,8 @@ class RelayedStream:
     after: int = -1
     """The last event the log already holds (-1: none): events up to it are not yielded."""
     index: int = -1
+    early: bool = False
+    """A head start (`ModelRequest.early`): never sent straight to the provider."""
     direct: bool = False
     """Sent straight to the provider because the relay could not be reached: its first events
     say so (`Unresumable`), as no cursor will follow them."""
@@ -53,7 +60,7 @@ class RelayedStream:
         resume = request.resume
         if resume is not None and resume.response_id == CURSOR_PREFIX + request.stream_id:
             return cls(stream_id=request.stream_id, after=resume.sequence_number)
-        return cls(stream_id=request.stream_id)
+        return cls(stream_id=request.stream_id, early=request.early)
 
     @property
     def on(self) -> bool:
@@ -69,6 +76,8 @@ class RelayedStream:
         headers = {STREAM_HEADER: self.stream_id}
         if self.attaching:
             headers[ATTACH_HEADER] = "1"
+        if self.early:
+            headers[EARLY_HEADER] = "1"
         return headers
 
     def passed(self, produced: list[ProviderEvent]) -> list[ProviderEvent]:
@@ -93,7 +102,7 @@ class RelayedStream:
             return await send(self), self
         except Exception as error:
             unreachable = is_sdk_error(error, "APIConnectionError")
-            if not unreachable or not self.on or self.attaching or not has_key:
+            if not unreachable or not self.on or self.attaching or self.early or not has_key:
                 raise
         log.warning("the provider relay cannot be reached; %s goes direct", label)
         direct = RelayedStream(stream_id=None, direct=True)

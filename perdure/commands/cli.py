@@ -281,11 +281,13 @@ async def _node(
         services.eager_start = True
         if alone:
             services.bus.reliable = True  # the worker publishes on this very bus
+        from perdure.runtime.head_start import start_heads
         from perdure.runtime.worker import ActivityTracker, build_worker
 
         tracker = ActivityTracker()
         agents = served_agents(settings)
         worker = build_worker(services, agents, tracker)
+        start_heads(services, agents)
         await ensure_reconciler_schedule(services.client, task_queue=settings.task_queue)
         await sync_declared_schedules(services, agents)
         server = _gateway_server(services, settings)
@@ -328,7 +330,13 @@ async def _relay(settings: Settings) -> None:
 async def _gateway(settings: Settings) -> None:
     listening = _gateway_socket(settings)
     # Opened before serving, so a Temporal that is not set up stops it with one clear line.
+    from perdure.runtime.head_start import head_starts_on, start_heads
+
     async with open_services(settings) as services:
+        if head_starts_on(settings):
+            # The gateway plans each turn's first request as the workers' steps will: it
+            # needs their agents (PERDURE_AGENTS), never a provider key.
+            start_heads(services, served_agents(settings))
         server = _gateway_server(services, settings)
         print(f"Perdure gateway on http://{settings.host}:{settings.port}")
         await _until_stopped(_serving(server, listening))

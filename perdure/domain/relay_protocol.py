@@ -22,6 +22,12 @@ STREAM_HEADER = "x-perdure-relay-stream"
 ATTACH_HEADER = "x-perdure-relay-attach"
 """`1`: re-attach to a held stream only; a stream the relay no longer holds is a 404
 `stream_gone` (never a new provider request whose events would be skipped as if seen)."""
+EARLY_HEADER = "x-perdure-relay-early"
+"""`1`: a head start, sent by the gateway before the step runs. The step's own request adopts
+it when it is the same request; it never replaces a stream the relay holds already."""
+CLAIM_SECONDS = 30.0
+"""How long the relay holds a head start for its step's request, by default; then it cancels
+it (a head start costs at most that much of an answer nobody reads)."""
 STREAM_ID_PATTERN = r"^[A-Za-z0-9_.:\-]{1,200}$"
 CURSOR_PREFIX = "relay:"
 """A relayed stream's cursor (`ResponseCursor.response_id`) is `relay:<stream id>`; its

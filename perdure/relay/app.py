@@ -21,12 +21,21 @@ from starlette.routing import Route
 
 from perdure.domain.relay_protocol import (
     ATTACH_HEADER,
+    EARLY_HEADER,
     RELAYED_PATHS,
     STREAM_HEADER,
     STREAM_ID_PATTERN,
     RelayedProvider,
 )
-from perdure.relay.held import HeldStream, HeldStreams, RelayFull, RelayLimits, digest_of
+from perdure.relay.held import (
+    HeldStream,
+    HeldStreams,
+    RelayFull,
+    RelayLimits,
+    UpstreamUnreachable,
+    digest_of,
+)
+from perdure.telemetry import metrics
 
 _STREAM_ID = re.compile(STREAM_ID_PATTERN)
 _FORWARDED_HEADERS = ("content-type", "accept", "anthropic-version", "anthropic-beta")
@@ -79,7 +88,7 @@ async def _body(request: Request, limit: int) -> bytes | None:
 class Relay:
     def __init__(self, config: RelayConfig) -> None:
         self.config = config
-        self.streams = HeldStreams(config.limits)
+        self.streams = HeldStreams(config.limits, on_head_start=metrics.head_start)
         self._http = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT)
 
     async def forward(self, request: Request) -> Response:
@@ -104,17 +113,21 @@ class Relay:
             if held is None or held.truncated is not None:
                 return _error(404, "stream_gone", f"the relay no longer holds {stream_id}")
             return _replayed(held)
-        digest = digest_of(body)
-        held = self.streams.get(stream_id, digest)
-        if held is None or held.truncated is not None:
-            try:
-                held = await self.streams.open(
-                    stream_id, digest, lambda: self._send(provider, path, request, body, key)
-                )
-            except RelayFull as error:
-                return _error(503, "relay_full", f"{error}; retry, or call the provider")
-            except httpx.HTTPError as error:
-                return _error(502, "upstream_unreachable", f"{type(error).__name__}: {error}")
+        try:
+            held = await self.streams.request(
+                stream_id,
+                digest_of(body),
+                lambda: self._send(provider, path, request, body, key),
+                early=request.headers.get(EARLY_HEADER) == "1",
+            )
+        except RelayFull as error:
+            return _error(503, "relay_full", f"{error}; retry, or call the provider")
+        except UpstreamUnreachable as error:
+            return _error(502, "upstream_unreachable", str(error))
+        if held is None:
+            return _error(
+                409, "stream_taken", f"{stream_id} is held for its step's own request already"
+            )
         return _replayed(held)
 
     async def _send(
@@ -142,6 +155,7 @@ class Relay:
             {
                 "streams": len(self.streams),
                 "bytes": self.streams.total_bytes,
+                "head_starts": dict(self.streams.head_starts),
                 "limits": self.config.limits.model_dump(),
             }
         )

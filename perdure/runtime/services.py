@@ -12,6 +12,7 @@ from perdure.runtime.settings import Settings
 from perdure.runtime.temporal_connection import TemporalUnreachable, connection_options
 from perdure.runtime.temporal_setup import require_search_attributes
 from perdure.telemetry.tracing import temporal_interceptors
+from perdure.turn_control.lifecycle import HeadStarter
 from storage.bus import ChunkBus
 from storage.db import Database
 from storage.log_appender import LogAppender
@@ -33,6 +34,8 @@ class Services:
     """The process's one log writer: every model step's chunks go through it."""
     eager_start: bool = False
     """True when a worker runs in this process on the same client (eager workflow start)."""
+    head_start: HeadStarter | None = None
+    """Sends an admitted turn's first provider request at intake (perdure/runtime/head_start.py)."""
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     """Run as the services close, before the store does (a worker's MCP connections)."""
 

@@ -265,6 +265,9 @@ class Settings(BaseSettings):
         default=900.0, alias="PERDURE_RELAY_STREAM_SECONDS", gt=0, allow_inf_nan=False
     )
     """How long the relay reads one provider answer, at most."""
+    head_start: bool = Field(default=True, alias="PERDURE_HEAD_START")
+    """A gateway with a relay (`PERDURE_RELAY_URL`) sends each turn's first provider request at
+    intake, for its first step to adopt (docs/relay.md, "Head start")."""
     dev_relay: bool = Field(default=True, alias="PERDURE_DEV_RELAY")
     """`perdure dev` runs a relay in-process (unless PERDURE_RELAY_URL names one)."""
     otlp_endpoint: str | None = Field(default=None, alias="OTEL_EXPORTER_OTLP_ENDPOINT")

@@ -67,6 +67,15 @@ RELAY_LATENCY = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
 )
 ACTIVE_STREAMS = Gauge("perdure_active_streams", "Answer streams the gateway is relaying now.")
+HEAD_STARTS = Counter(
+    "perdure_head_starts",
+    'First provider requests sent at intake, before the step (docs/relay.md, "Head start"), '
+    "by outcome: started, failed (the gateway could not send it); at the relay: adopted (the "
+    "step sent the same request), superseded (it sent another; the early one was cancelled), "
+    "unclaimed (no step came in time), cancelled (the turn was stopped first).",
+    ["outcome"],
+)
+HEAD_START_OUTCOMES = ("started", "failed", "adopted", "superseded", "unclaimed", "cancelled")
 RECOVERY_INCIDENTS = Counter(
     "perdure_recovery_incidents",
     "Recovery incidents of model steps: once when detected, once when they end (completed, "
@@ -183,6 +192,11 @@ def model_tokens(model: str, input_tokens: int | None, output_tokens: int | None
         MODEL_TOKENS.labels(provider=provider, type="input").inc(input_tokens)
     if output_tokens:
         MODEL_TOKENS.labels(provider=provider, type="output").inc(output_tokens)
+
+
+@never_raises
+def head_start(outcome: str) -> None:
+    HEAD_STARTS.labels(outcome=_bounded(outcome, HEAD_START_OUTCOMES)).inc()
 
 
 class RelayMeter:

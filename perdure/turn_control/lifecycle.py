@@ -48,6 +48,19 @@ class TemporalDeadline(Protocol):
     def __call__(self, call: Awaitable[T], *, patient: bool = False) -> Awaitable[T]: ...
 
 
+class HeadStarter(Protocol):
+    """Sends an admitted turn's first provider request while its workflow boots
+    (`activities/head_start.py`)."""
+
+    def start(self, submission: SubmissionRow) -> None:
+        """In the background; never raises."""
+        ...
+
+    def cancel(self, submission: SubmissionRow) -> None:
+        """Cancel its head start at the relay, if one was sent, in the background."""
+        ...
+
+
 async def _as_is(call: Awaitable[T], *, patient: bool = False) -> T:
     return await call
 
@@ -63,8 +76,10 @@ class SubmissionLifecycle:
         deadline: TemporalDeadline = _as_is,
         bus: ChunkBus | None = None,
         intake_width: int = DEFAULT_INTAKE_CONCURRENCY,
+        head_start: HeadStarter | None = None,
     ) -> None:
         self._db = db
+        self._head_start = head_start
         self._bus = bus
         """Announces the logs the store closed for a submission that will not run (skipped,
         dropped): their streams, here and in other processes, read them at once."""
@@ -101,6 +116,9 @@ class SubmissionLifecycle:
         if outcome.created and submission.status == "skipped":  # dropped at intake
             self._announce([submission])
         if submission.status in ACTIVE:
+            if outcome.created and submission.status == "running" and self._head_start:
+                # Sent while the workflow starts: its first step adopts it.
+                self._head_start.start(submission)
             try:
                 await self.start(submission, eager=self._eager_start)
             except Exception:
@@ -149,6 +167,8 @@ class SubmissionLifecycle:
         record = await record_stop(self._db, session_id=session_id, submission_id=submission_id)
         if record.verdict != "stopped" or record.submission is None:
             return record
+        if self._head_start is not None:
+            self._head_start.cancel(record.submission)
         try:
             await self.cancel(record.submission.id)
         except Exception as error:  # noqa: BLE001 - the recorded stop holds (see above)

@@ -23,6 +23,8 @@ from tests.databases import migrated_database_url
 from tests.served import CLUSTER
 from tests.waiting import eventually
 
+OLDER_PROMPT = "You are the previous deploy's assistant."
+"""The head-starting gateway's prompt of agent `deployed-prompt`: not the workers'."""
 AGENTS = {
     "default": "Chat Completions",
     "anthropic": "claude-haiku-4-5, prefill era",
@@ -32,11 +34,19 @@ AGENTS = {
 
 @dataclass
 class Relayed:
-    """One cluster for the module (Temporal, a relay, a gateway): a test starts its worker."""
+    """One cluster for the module (Temporal, a relay, two gateways: one that sends head starts
+    through the relay, one that does not): a test starts its worker."""
 
     cluster: Cluster
     relay_env: dict[str, str]
     url: str
+    head_starting_url: str
+    """A gateway with the relay's address and secret (and no say in the agents' prompt)."""
+
+    async def head_starts(self) -> dict[str, int]:
+        async with httpx.AsyncClient(base_url=self.relay_env["PERDURE_RELAY_URL"]) as http:
+            stats: dict[str, int] = (await http.get("/stats")).json()["head_starts"]
+        return stats
 
     def workers(self) -> list[PerdureProcess]:
         return [p for p in self.cluster.processes if p.command == "worker" and p.running()]
@@ -56,7 +66,12 @@ async def relayed(
             cluster.temporal(),
         ):
             relay_env = await cluster.relay()
-            yield Relayed(cluster, relay_env, await cluster.gateway())
+            yield Relayed(
+                cluster,
+                relay_env,
+                await cluster.gateway(),
+                await cluster.gateway(**relay_env, PERDURE_TEST_SYSTEM_PROMPT=OLDER_PROMPT),
+            )
 
 
 async def answer(url: str, session: str) -> dict[str, Any]:
@@ -73,11 +88,12 @@ async def answer(url: str, session: str) -> dict[str, Any]:
 
 
 async def killed_mid_answer(
-    relayed: Relayed, agent: str, *, kill_relay: bool = False
+    relayed: Relayed, agent: str, *, kill_relay: bool = False, url: str | None = None
 ) -> tuple[LiveStream, str]:
-    """Send a 300-number answer, SIGKILL the worker (and the relay) after 40 numbers, start a
-    new worker (and relay); the stream and the session."""
-    cluster, relay_env, url = relayed.cluster, relayed.relay_env, relayed.url
+    """Send a 300-number answer (through the gateway at `url`), SIGKILL the worker (and the
+    relay) after 40 numbers, start a new worker (and relay); the stream and the session."""
+    cluster, relay_env = relayed.cluster, relayed.relay_env
+    url = url or relayed.url
     if not relayed.workers():
         await cluster.wait_polling(cluster.worker(**relay_env))
     session = f"relay-{agent}-{uuid.uuid4().hex[:6]}"
@@ -130,3 +146,70 @@ async def test_with_the_relay_killed_too_the_answer_continues_by_the_provider_s_
     last = requests[-1].body["messages"][-1]
     assert last["role"] == ("assistant" if agent == "anthropic" else "user")  # prefill, instruction
     assert [p["text"] for p in stored["parts"] if p["type"] == "text"] == [counting(300)]
+
+
+async def answered(relayed: Relayed, agent: str, text: str) -> tuple[LiveStream, str]:
+    """The whole answer to `text` in a new session, through the head-starting gateway; the
+    stream and the user text sent."""
+    if not relayed.workers():
+        await relayed.cluster.wait_polling(relayed.cluster.worker(**relayed.relay_env))
+    session = f"head-{agent}-{uuid.uuid4().hex[:6]}"
+    stream = LiveStream()
+    async with httpx.AsyncClient(base_url=relayed.head_starting_url, timeout=60) as http:
+        sent = f"{text} {session}"
+        body = chat_body(session, user_message(sent), agent=agent)
+        async with http.stream("POST", "/api/chat", json=body) as response:
+            await asyncio.wait_for(stream.read(response), timeout=60)
+    return stream, sent
+
+
+@pytest.mark.parametrize("agent", ["slow-start", "slow-start-claude-4-7"])
+async def test_a_head_started_answer_is_adopted_by_its_step_exactly_with_one_provider_request(
+    relayed: Relayed, fake_provider: FakeProvider, agent: str
+) -> None:
+    before = await relayed.head_starts()
+
+    stream, sent = await answered(relayed, agent, "@count 30 @delay 5")
+
+    assert stream.done, relayed.cluster.logs()
+    assert stream.text() == counting(30)
+    (request,) = fake_provider.requests_for(sent)
+    assert request.deltas == 30
+    after = await relayed.head_starts()
+    assert after.get("adopted", 0) == before.get("adopted", 0) + 1
+    assert after.get("superseded", 0) == before.get("superseded", 0)
+
+
+async def test_a_head_start_unlike_the_step_s_request_is_cancelled_at_the_relay(
+    relayed: Relayed, fake_provider: FakeProvider
+) -> None:
+    before = await relayed.head_starts()
+
+    stream, sent = await answered(relayed, "deployed-prompt", "@count 200 @delay 10")
+
+    assert stream.done, relayed.cluster.logs()
+    assert stream.text() == counting(200)
+    early, own = fake_provider.requests_for(sent)
+    assert early.body["messages"][0]["content"] == OLDER_PROMPT
+    assert own.body["messages"][0]["content"] != OLDER_PROMPT
+    assert early.deltas < 200 and own.deltas == 200  # the early stream was cut off
+    after = await relayed.head_starts()
+    assert after.get("superseded", 0) == before.get("superseded", 0) + 1
+
+
+async def test_a_worker_killed_while_its_head_started_stream_runs_continues_exactly(
+    relayed: Relayed, fake_provider: FakeProvider
+) -> None:
+    before = await relayed.head_starts()
+
+    stream, session = await killed_mid_answer(relayed, "default", url=relayed.head_starting_url)
+    stored = await answer(relayed.head_starting_url, session)
+
+    assert stream.done, relayed.cluster.logs()
+    assert stream.text() == counting(300)
+    assert [seq for seq, _ in stream.events] == list(range(len(stream.events)))
+    (request,) = fake_provider.requests_for(f"@count 300 @delay 10 {session}")
+    assert request.deltas == 300
+    assert [p["text"] for p in stored["parts"] if p["type"] == "text"] == [counting(300)]
+    after = await relayed.head_starts()
+    assert after.get("adopted", 0) == before.get("adopted", 0) + 1

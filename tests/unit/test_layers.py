@@ -16,7 +16,7 @@ ALLOWED: dict[str, set[str]] = {
     "storage": {"domain"},
     "turn_control": {"domain", "storage"},
     "telemetry": {"domain", "storage"},
-    "relay": {"domain"},
+    "relay": {"domain", "telemetry"},
     "activities": {"domain", "perdure", "storage", "turn_control", "telemetry"},
     "runtime": {
         "domain",

@@ -464,3 +464,27 @@ class GuardedWorkspaceAgent(ChatCompletionsAgent):
     name = "workspace-guarded"
     workspace_tools = True
     workspace_approval = True
+
+
+class SlowTurnStart:
+    """A hooks mixin: `on_turn_start` takes a second, so that a turn's first step sends its
+    request well after the gateway's head start of it, however loaded the machine."""
+
+    async def on_turn_start(self, ctx: TurnContext) -> None:
+        await asyncio.sleep(1.0)
+
+
+class SlowStartAgent(SlowTurnStart, ChatCompletionsAgent):
+    name = "slow-start"
+
+
+class SlowStartClaudeAgent(SlowTurnStart, Claude47Agent):
+    name = "slow-start-claude-4-7"
+
+
+class DeployedPromptAgent(SlowTurnStart, ChatCompletionsAgent):
+    """Its system prompt is read from `$PERDURE_TEST_SYSTEM_PROMPT` when the process starts:
+    a gateway and a worker of two deploys of the agent disagree about its first request."""
+
+    name = "deployed-prompt"
+    system_prompt = os.environ.get("PERDURE_TEST_SYSTEM_PROMPT", "You are a helpful assistant.")

@@ -1,0 +1,212 @@
+"""A turn's first provider request, sent at intake through the provider relay, while the turn's
+workflow boots (docs/relay.md, "Head start").
+
+The request is planned as the first model step plans it (`activities/step_request.py`: the
+agent's prompt, tools and limits, the session's active path) and sent by the same adapter, so
+its body is byte for byte the step's own. The relay holds its stream; the step's request adopts
+it when its body's digest is the same, and otherwise supersedes it (the early stream is
+cancelled at the relay). Whatever happens here, the turn goes on as it would without: a head
+start that cannot be planned or sent is skipped, and one no step adopts is cancelled.
+
+Only a request that can be known before the step runs is sent early: not for an agent with an
+`instructions` hook or MCP servers (their request needs the step's own calls), a request the
+agent would compact first, a model whose adapter is not relayed, or a turn that waits in its
+session's queue.
+"""
+
+import asyncio
+import logging
+import time
+from collections.abc import Coroutine
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from activities.client_tools import turn_client_tools
+from activities.providers import ModelRequest, Provider, ProviderError
+from activities.providers.config import ProviderConfig
+from activities.providers.registry import provider_for
+from activities.providers.relayed import cancel_relayed
+from activities.step_request import StepPlan, conversation_before
+from activities.workspace_tools import WorkspaceTools
+from perdure.agent import Agent
+from perdure.agents_registry import AgentRegistry, UnknownAgent
+from perdure.domain.compaction import Overlaid, estimate_tokens
+from perdure.domain.reducer import reduce_chunks
+from perdure.domain.relay_protocol import CLAIM_SECONDS, CURSOR_PREFIX, stream_id_of
+from perdure.domain.step_state import StepState, step_state
+from perdure.domain.turn_chunks import start_chunk
+from perdure.telemetry import metrics
+from storage.db import Database
+from storage.step_inputs import read_step_inputs
+from storage.tables import SubmissionRow
+
+log = logging.getLogger(__name__)
+
+SEND_SECONDS = 10.0
+"""How long sending a head start may take, to the relay's answer; past it, it is dropped (the
+relay cancels what it holds once no step claims it)."""
+REMEMBERED = 10_000
+"""Head starts remembered for a stop to cancel; past it the older than `CLAIM_SECONDS` go."""
+FIRST_STEP = 0
+"""A fresh turn's first model step opens the log's step 0."""
+
+
+def not_planned_early(agent: Agent) -> str | None:
+    """Why the agent's first request cannot be known before its step runs; None if it can."""
+    if type(agent).instructions is not Agent.instructions:
+        return "its instructions come from a hook"
+    if agent.mcp_servers:
+        return "its MCP servers' tools are listed by the step"
+    if not agent.head_start:
+        return "the agent turned head starts off"
+    return None
+
+
+@dataclass
+class HeadStart:
+    """Per gateway process: sends each admitted turn's first request early, in the
+    background (`start`), at most `limit` at once, and cancels it when the turn is stopped
+    before its step adopted it (`cancel`)."""
+
+    db: Database
+    agents: AgentRegistry
+    default_model: str
+    config: ProviderConfig
+    """The relay's address and secret; never a provider key (`early_config`)."""
+    workspace: WorkspaceTools
+    limit: int = 64
+    _running: set[asyncio.Task[None]] = field(default_factory=set)
+    _sent_at: dict[str, float] = field(default_factory=dict)
+    """Submission id → when its head start was sent, while the relay may still hold it."""
+
+    def start(self, submission: SubmissionRow) -> None:
+        """Send the submission's first request in the background; never raises."""
+        if len(self._running) >= self.limit:
+            return  # a burst: the steps send their own requests, as without a head start
+        self._background(self._sent(submission))
+
+    def cancel(self, submission: SubmissionRow) -> None:
+        """Cancel the submission's head start at the relay (its turn was stopped), in the
+        background, when one was sent within the relay's claim window."""
+        sent_at = self._sent_at.pop(submission.id, None)
+        if sent_at is None or time.monotonic() - sent_at > CLAIM_SECONDS:
+            return
+        stream_id = stream_id_of(submission.assistant_message_id, FIRST_STEP)
+        self._background(self._cancelled(stream_id))
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def _cancelled(self, stream_id: str) -> None:
+        try:
+            await cancel_relayed(self.config, CURSOR_PREFIX + stream_id)
+        except Exception as error:  # noqa: BLE001 - the relay cancels it once unclaimed
+            log.info("head start %s not cancelled at the relay: %s", stream_id, error)
+
+    def _provider(self, model: str) -> Provider:
+        return provider_for(model, self.config)
+
+    def _remember(self, submission_id: str) -> None:
+        now = time.monotonic()
+        if len(self._sent_at) >= REMEMBERED:
+            self._sent_at = {
+                key: at for key, at in self._sent_at.items() if now - at <= CLAIM_SECONDS
+            }
+        self._sent_at[submission_id] = now
+
+    async def close(self) -> None:
+        for task in list(self._running):
+            task.cancel()
+        await asyncio.gather(*self._running, return_exceptions=True)
+
+    async def _sent(self, submission: SubmissionRow) -> None:
+        try:
+            async with asyncio.timeout(SEND_SECONDS):
+                planned = await self.plan(submission)
+                if planned is None:
+                    return
+                provider, request = planned
+                self._remember(submission.id)
+                await _send(provider, request)
+            metrics.head_start("started")
+        except (ProviderError, TimeoutError) as error:
+            metrics.head_start("failed")
+            log.info("head start of %s not sent: %s", submission.id, error)
+        except Exception:
+            metrics.head_start("failed")
+            log.exception("head start of %s failed", submission.id)
+
+    async def plan(self, submission: SubmissionRow) -> tuple[Provider, ModelRequest] | None:
+        """The adapter and the request the turn's first step will send; None when it cannot
+        be known now."""
+        try:
+            agent = self.agents.resolve(submission.agent)
+        except UnknownAgent:
+            return None
+        if (reason := not_planned_early(agent)) is not None:
+            log.debug("no head start for agent %s: %s", agent.name, reason)
+            return None
+        try:
+            provider = self._provider(agent.model or self.default_model)
+        except ValueError:
+            return None  # the step ends the turn with the error
+        if not provider.relayed:
+            return None
+        inputs = await read_step_inputs(
+            self.db,
+            submission_id=submission.id,
+            message_id=submission.assistant_message_id,
+            session_id=submission.session_id,
+            with_log=False,
+        )
+        if inputs is None or inputs.submission.boot_history is not None:
+            return None
+        tools = {**agent.tools(), **self.workspace.for_agent(agent)}
+        state = first_step_state(submission)
+        plan = StepPlan(
+            agent=agent,
+            model=agent.model or self.default_model,
+            system=agent.system_prompt,
+            tools=tools,
+            client_tools=turn_client_tools(agent, submission, tools),
+            state=state,
+            resume=None,
+            stream_id=stream_id_of(submission.assistant_message_id, FIRST_STEP),
+        )
+        conversation = conversation_before(
+            inputs.path, boot_history=None, state=state, message_id=submission.assistant_message_id
+        )
+        request = plan.request(Overlaid(inputs.summary, conversation))
+        threshold = agent.compact_after_tokens
+        if threshold is not None and estimate_tokens(request.system, request.conversation) > (
+            threshold
+        ):
+            return None  # the step compacts first: another request
+        return provider, request.model_copy(update={"early": True})
+
+
+def first_step_state(submission: SubmissionRow) -> StepState:
+    """The first step of a fresh answer, as the step sees it once it opened it."""
+    opened = [start_chunk(submission.assistant_message_id, submission.id), {"type": "start-step"}]
+    return step_state(reduce_chunks(opened), FIRST_STEP)
+
+
+async def _send(provider: Provider, request: ModelRequest) -> None:
+    """Send it and leave: the relay reads the provider's answer on, for the step to adopt.
+
+    The first event is awaited so that the relay's answer (a provider error, a refusal) is
+    known here; the stream is closed after it, which the relay does not notice."""
+    async with aclosing(provider.stream(request)) as events:
+        async for _ in events:
+            break
+
+
+def early_config(config: ProviderConfig) -> ProviderConfig | None:
+    """What a gateway sends head starts with: the relay's address and secret, never a provider
+    key (a gateway that has one in its environment does not use it); None without a relay."""
+    if config.relay_url is None or config.relay_secret is None:
+        return None
+    return config.model_copy(update={"openai_api_key": None, "anthropic_api_key": None})
