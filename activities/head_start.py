@@ -37,8 +37,7 @@ from perdure.domain.relay_protocol import CLAIM_SECONDS, CURSOR_PREFIX, stream_i
 from perdure.domain.step_state import StepState, step_state
 from perdure.domain.turn_chunks import start_chunk
 from perdure.telemetry import metrics
-from storage.db import Database
-from storage.step_inputs import read_step_inputs
+from storage.intake import RecentPath
 from storage.tables import SubmissionRow
 
 log = logging.getLogger(__name__)
@@ -69,7 +68,6 @@ class HeadStart:
     background (`start`), at most `limit` at once, and cancels it when the turn is stopped
     before its step adopted it (`cancel`)."""
 
-    db: Database
     agents: AgentRegistry
     default_model: str
     config: ProviderConfig
@@ -80,11 +78,12 @@ class HeadStart:
     _sent_at: dict[str, float] = field(default_factory=dict)
     """Submission id → when its head start was sent, while the relay may still hold it."""
 
-    def start(self, submission: SubmissionRow) -> None:
-        """Send the submission's first request in the background; never raises."""
+    def start(self, submission: SubmissionRow, recent: RecentPath) -> None:
+        """Send the submission's first request in the background, planned from its session's
+        recent path as admitted; never raises."""
         if len(self._running) >= self.limit:
             return  # a burst: the steps send their own requests, as without a head start
-        self._background(self._sent(submission))
+        self._background(self._sent(submission, recent))
 
     def cancel(self, submission: SubmissionRow) -> None:
         """Cancel the submission's head start at the relay (its turn was stopped), in the
@@ -122,10 +121,10 @@ class HeadStart:
             task.cancel()
         await asyncio.gather(*self._running, return_exceptions=True)
 
-    async def _sent(self, submission: SubmissionRow) -> None:
+    async def _sent(self, submission: SubmissionRow, recent: RecentPath) -> None:
         try:
             async with asyncio.timeout(SEND_SECONDS):
-                planned = await self.plan(submission)
+                planned = self.plan(submission, recent)
                 if planned is None:
                     return
                 provider, request = planned
@@ -139,7 +138,9 @@ class HeadStart:
             metrics.head_start("failed")
             log.exception("head start of %s failed", submission.id)
 
-    async def plan(self, submission: SubmissionRow) -> tuple[Provider, ModelRequest] | None:
+    def plan(
+        self, submission: SubmissionRow, recent: RecentPath
+    ) -> tuple[Provider, ModelRequest] | None:
         """The adapter and the request the turn's first step will send; None when it cannot
         be known now."""
         try:
@@ -155,14 +156,7 @@ class HeadStart:
             return None  # the step ends the turn with the error
         if not provider.relayed:
             return None
-        inputs = await read_step_inputs(
-            self.db,
-            submission_id=submission.id,
-            message_id=submission.assistant_message_id,
-            session_id=submission.session_id,
-            with_log=False,
-        )
-        if inputs is None or inputs.submission.boot_history is not None:
+        if submission.boot_history is not None:
             return None
         tools = {**agent.tools(), **self.workspace.for_agent(agent)}
         state = first_step_state(submission)
@@ -177,9 +171,9 @@ class HeadStart:
             stream_id=stream_id_of(submission.assistant_message_id, FIRST_STEP),
         )
         conversation = conversation_before(
-            inputs.path, boot_history=None, state=state, message_id=submission.assistant_message_id
+            recent.path, boot_history=None, state=state, message_id=submission.assistant_message_id
         )
-        request = plan.request(Overlaid(inputs.summary, conversation))
+        request = plan.request(Overlaid(recent.summary, conversation))
         threshold = agent.compact_after_tokens
         if threshold is not None and estimate_tokens(request.system, request.conversation) > (
             threshold

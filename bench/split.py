@@ -1,5 +1,7 @@
 """A worker and a gateway as separate processes on one store, with a Temporal dev server of
-their own: the deployment the benchmarks measure; or, `node=True`, one `perdure serve`."""
+their own: the deployment the benchmarks measure; or, `node=True`, one `perdure serve`. With
+`relay=True`, a `perdure relay` beside them, which they all use (the gateway for its head
+starts, the worker for its steps)."""
 
 import asyncio
 import contextlib
@@ -12,6 +14,8 @@ from perdure.testing.agents import PERDURE_AGENTS
 from perdure.testing.fakeprovider.server import FakeProvider
 from perdure.testing.processes import PerdureProcess, wait_healthy
 from perdure.testing.stack import free_port
+
+RELAY_SECRET = "bench-relay-secret"
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,7 @@ async def split_stack(
     agents: str | None = PERDURE_AGENTS,
     extra_env: dict[str, str] | None = None,
     node: bool = False,
+    relay: bool = False,
 ) -> AsyncIterator[SplitStack]:
     """`agents`: PERDURE_AGENTS, or None for the built-in default agent."""
     address = f"127.0.0.1:{free_port()}"
@@ -53,8 +58,16 @@ async def split_stack(
             **(extra_env or {}),
         }
         commands = ["serve"] if node else ["worker", "gateway"]
-        processes = [PerdureProcess(command, env, workdir).start() for command in commands]
+        processes: list[PerdureProcess] = []
         try:
+            if relay:
+                relay_port = free_port()
+                relay_url = f"http://127.0.0.1:{relay_port}"
+                env |= {"PERDURE_RELAY_URL": relay_url, "PERDURE_RELAY_SECRET": RELAY_SECRET}
+                relay_env = {**env, "PERDURE_RELAY_PORT": str(relay_port)}
+                processes.append(PerdureProcess("relay", relay_env, workdir).start())
+                await wait_healthy(relay_url, processes[-1])
+            processes += [PerdureProcess(command, env, workdir).start() for command in commands]
             url = f"http://127.0.0.1:{port}"
             await wait_healthy(url, processes[-1])
             await asyncio.sleep(1.0)  # let the worker finish connecting

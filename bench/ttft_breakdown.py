@@ -1,6 +1,6 @@
 """Where each millisecond of time to first token goes, in `perdure dev`'s arrangement.
 
-    .venv/bin/python -m bench.ttft_breakdown [--turns 50]
+    .venv/bin/python -m bench.ttft_breakdown [--turns 50] [--head-start] [--provider-ttft-ms 0]
 
 One process, as `perdure dev` runs it: the Temporal dev server (temporal-dev.yml), the worker
 and the gateway on one client (eager workflow start), the SQLite store, the fake provider in a
@@ -13,6 +13,11 @@ share:
     step's reads done (submission, log, active path: one read) → request leaving (the OpenAI
     client's `post`, after hooks and the request's building) → provider request sent (the
     fake has parsed it) → provider's first delta → first delta at the client
+
+`--head-start`: with a relay in the process, as `perdure dev` runs it, and the gateway's head
+start, which adds its own stages (head start entered, head start planned; "request leaving" is
+then the head start's `post`), run beside the workflow's start. The stages are printed in the
+order they are reached (p50), each share from the stage before it.
 """
 
 import argparse
@@ -31,9 +36,12 @@ import uvicorn
 
 import activities.model_step as model_step_module
 import perdure.turn_control.lifecycle as lifecycle_module
+from activities.head_start import HeadStart
 from gateway.app import create_app
 from perdure.agents_registry import load_agents
 from perdure.domain.names import turn_workflow_id
+from perdure.runtime.head_start import start_heads
+from perdure.runtime.relay_service import dev_relay_secret, relay_config, relay_server
 from perdure.runtime.services import open_services
 from perdure.runtime.settings import Settings
 from perdure.runtime.temporal_dev import DevServerConfig, dev_server
@@ -43,6 +51,8 @@ from perdure.testing.stack import free_port
 
 STAGES = [
     "request parsed",
+    "head start entered",
+    "head start planned",
     "intake committed",
     "workflow started",
     "model step entered",
@@ -81,10 +91,20 @@ def _wrap_async(
 
 
 def instrument() -> None:
+    plan = HeadStart.plan
+
+    def planned(self: HeadStart, submission: Any, recent: Any) -> Any:
+        _mark(submission.id, "head start entered")
+        try:
+            return plan(self, submission, recent)
+        finally:
+            _mark(submission.id, "head start planned")
+
+    HeadStart.plan = planned  # type: ignore[method-assign]
     _wrap_async(
         lifecycle_module,
         "submit",
-        before=lambda *a, **k: _mark(k["chat_id"], "request parsed"),
+        before=lambda db, new, **k: _mark(new.chat_id, "request parsed"),
         after=lambda outcome, *a, **k: _mark(
             outcome.submission.assistant_message_id, "intake committed"
         ),
@@ -121,8 +141,11 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
 
 
-async def one_turn(http: httpx.AsyncClient, fake: FakeProvider) -> dict[str, float] | None:
-    text = f"@count 5 @delay 5 bench-{uuid.uuid4().hex[:10]}"
+async def one_turn(
+    http: httpx.AsyncClient, fake: FakeProvider, provider_ttft_ms: int
+) -> dict[str, float] | None:
+    ttft = f"@ttft {provider_ttft_ms} " if provider_ttft_ms else ""
+    text = f"{ttft}@count 5 @delay 5 bench-{uuid.uuid4().hex[:10]}"
     body = {
         "id": f"bench-{uuid.uuid4().hex[:12]}",
         "messages": [
@@ -156,6 +179,8 @@ async def one_turn(http: httpx.AsyncClient, fake: FakeProvider) -> dict[str, flo
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=50)
+    parser.add_argument("--head-start", action="store_true")
+    parser.add_argument("--provider-ttft-ms", type=int, default=0)
     args = parser.parse_args()
     instrument()
     with FakeProvider() as fake, TemporaryDirectory() as tmp:
@@ -168,8 +193,17 @@ async def main() -> None:
                 "PERDURE_PORT": port,
                 "TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}",
                 **fake.env(),  # the provider's URL and key, read through Settings
+                "PERDURE_HEAD_START": args.head_start,
             }
         )
+        relay: uvicorn.Server | None = None
+        if args.head_start:
+            relay_port = free_port()
+            secret = dev_relay_secret()
+            relay = relay_server(relay_config(settings, secret), host="127.0.0.1", port=relay_port)
+            settings = settings.model_copy(
+                update={"relay_url": f"http://127.0.0.1:{relay_port}", "relay_secret": secret}
+            )
         async with (
             dev_server(
                 address=settings.temporal_address,
@@ -182,22 +216,25 @@ async def main() -> None:
         ):
             services.eager_start = True
             services.bus.reliable = True
-            worker = build_worker(services, load_agents(None))
+            agents = load_agents(None)
+            worker = build_worker(services, agents)
+            start_heads(services, agents)
+            relaying = asyncio.create_task(relay.serve()) if relay is not None else None
             server = uvicorn.Server(
                 uvicorn.Config(create_app(services=services), port=port, log_level="warning")
             )
             async with worker:
                 serving = asyncio.create_task(server.serve())
-                while not server.started:
+                while not server.started or (relay is not None and not relay.started):
                     await asyncio.sleep(0.01)
                 rows: list[dict[str, float]] = []
                 async with httpx.AsyncClient(
                     base_url=f"http://127.0.0.1:{port}", timeout=60
                 ) as http:
                     for _ in range(5):
-                        await one_turn(http, fake)
+                        await one_turn(http, fake, args.provider_ttft_ms)
                     for _ in range(args.turns):
-                        row = await one_turn(http, fake)
+                        row = await one_turn(http, fake, args.provider_ttft_ms)
                         if row is not None:
                             rows.append(row)
                 eager = 0
@@ -209,15 +246,17 @@ async def main() -> None:
                         break
                 server.should_exit = True
                 await serving
+                if relay is not None and relaying is not None:
+                    relay.should_exit = True
+                    await relaying
     print(f"{len(rows)} turns; eager workflow start accepted for {eager} of {args.turns}")
     print("milliseconds after POST, and each stage's own share")
     print("| stage | at p50 | at p95 | stage p50 | stage p95 |")
     print("|---|---|---|---|---|")
     previous: str | None = None
-    for stage in STAGES:
+    reached = [stage for stage in STAGES if any(stage in row for row in rows)]
+    for stage in sorted(reached, key=lambda s: percentile([r[s] for r in rows if s in r], 50)):
         at = [row[stage] for row in rows if stage in row]
-        if not at:
-            continue
         share = [
             row[stage] - (row[previous] if previous else 0.0)
             for row in rows

@@ -19,6 +19,7 @@ from storage.intake_messages import (
     message_id_taken,
     stored_user_message,
 )
+from storage.messages import recent_path_of
 from storage.session_keys import session_key
 from storage.submission_locks import locked_chat
 from storage.submission_options import SubmissionOptions
@@ -42,11 +43,22 @@ class NewSubmission:
 
 
 @dataclass(frozen=True)
+class RecentPath:
+    """The session's newest summary and the active path after it, as a model step reads it."""
+
+    summary: str | None
+    path: list[UIMessage]
+
+
+@dataclass(frozen=True)
 class SubmitOutcome:
     submission: SubmissionRow
     created: bool
     effects: Effects = field(default_factory=Effects)
     """What the session's concurrency strategy asks of Temporal (stop, skip)."""
+    recent: RecentPath | None = None
+    """The session's recent path with the admitted submission's messages, when asked for
+    (`submit(with_recent_path=True)`): a head start plans the first request from it."""
 
 
 def new_submission_id() -> str:
@@ -74,6 +86,7 @@ class _Intake:
     at: float
     notify: bool
     """Wake other processes' streams of logs the intake closes (a `drop`): not on SQLite."""
+    with_recent_path: bool = False
 
     def record(self, session: Session) -> SubmitOutcome:
         named = self._existing_by_id(session)
@@ -95,7 +108,11 @@ class _Intake:
         session.add(submission)
         effects = self._apply_strategy(session, chat, submission)
         session.add(chat)
-        return SubmitOutcome(submission, created=True, effects=effects)
+        recent = None
+        if self.with_recent_path and submission.status == "running":
+            session.flush()  # the admitted messages, for the read below
+            recent = RecentPath(*recent_path_of(session, session_id=submission.session_id))
+        return SubmitOutcome(submission, created=True, effects=effects, recent=recent)
 
     def _existing_by_id(self, session: Session) -> SubmissionRow | None:
         """The submission the submitter named, recorded already, for the same session and key."""
@@ -220,11 +237,17 @@ class _Intake:
         return Effects()
 
 
-async def submit(db: Database, new: NewSubmission) -> SubmitOutcome:
+async def submit(
+    db: Database, new: NewSubmission, *, with_recent_path: bool = False
+) -> SubmitOutcome:
     """Record a submission once per key (and per id, when the submitter names it) in the
-    tenant's session `new.chat_id`, created if new; admit it at once when the session is idle."""
+    tenant's session `new.chat_id`, created if new; admit it at once when the session is idle.
+    `with_recent_path`: read an admitted submission's recent path in the same transaction (one
+    read fewer than a head start would make after it)."""
     for _ in range(3):
-        intake = _Intake(new=new, at=now(), notify=not db.is_sqlite)
+        intake = _Intake(
+            new=new, at=now(), notify=not db.is_sqlite, with_recent_path=with_recent_path
+        )
         try:
             return await db.transact(intake.record)
         except IntegrityError:

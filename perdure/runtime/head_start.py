@@ -22,7 +22,6 @@ def start_heads(services: Services, agents: AgentRegistry) -> None:
     # Imported now, not by the first message: an SDK's import holds the event loop.
     import_adapters(agents.models(settings.model), config)
     head_start = HeadStart(
-        db=services.db,
         agents=agents,
         default_model=settings.model,
         config=config,

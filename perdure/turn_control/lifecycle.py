@@ -27,7 +27,7 @@ from perdure.turn_control.fair_gate import (
 )
 from storage.bus import ChunkBus
 from storage.db import Database
-from storage.intake import NewSubmission, SubmitOutcome, submit
+from storage.intake import NewSubmission, RecentPath, SubmitOutcome, submit
 from storage.stops import StopRecord, record_stop
 from storage.submission_locks import ACTIVE
 from storage.tables import SubmissionRow
@@ -52,8 +52,8 @@ class HeadStarter(Protocol):
     """Sends an admitted turn's first provider request while its workflow boots
     (`activities/head_start.py`)."""
 
-    def start(self, submission: SubmissionRow) -> None:
-        """In the background; never raises."""
+    def start(self, submission: SubmissionRow, recent: RecentPath) -> None:
+        """In the background, from the session's recent path as admitted; never raises."""
         ...
 
     def cancel(self, submission: SubmissionRow) -> None:
@@ -97,7 +97,7 @@ class SubmissionLifecycle:
         unless the first request died before starting it. Tenants take turns: one tenant's
         burst does not hold another's message behind all of it (`fair_gate.py`)."""
         async with self._intake.turn(new.tenant_id, patience=INTAKE_PATIENCE_SECONDS):
-            outcome = await submit(self._db, new)
+            outcome = await submit(self._db, new, with_recent_path=self._head_start is not None)
             await self._start_submitted(outcome)
         return outcome
 
@@ -116,9 +116,9 @@ class SubmissionLifecycle:
         if outcome.created and submission.status == "skipped":  # dropped at intake
             self._announce([submission])
         if submission.status in ACTIVE:
-            if outcome.created and submission.status == "running" and self._head_start:
+            if outcome.recent is not None and self._head_start is not None:
                 # Sent while the workflow starts: its first step adopts it.
-                self._head_start.start(submission)
+                self._head_start.start(submission, outcome.recent)
             try:
                 await self.start(submission, eager=self._eager_start)
             except Exception:
