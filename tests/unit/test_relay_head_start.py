@@ -104,10 +104,12 @@ async def test_a_head_start_no_step_asks_for_is_cancelled_after_its_claim_window
     unclaimed = counted("unclaimed")
     await head_start(provider, ask(text, stream_id, early=True))
     early = running.streams.get(stream_id)
+    assert early is not None
 
-    await eventually(lambda: running.streams.get(stream_id) is None, what="the head start dropped")
+    await eventually(lambda: early.ended, what="the head start's end")
 
-    assert early is not None and early.truncated == "cancelled"
+    assert running.streams.get(stream_id) is None
+    assert early.truncated == "cancelled"
     assert counted("unclaimed") == unclaimed + 1
 
 
