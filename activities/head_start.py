@@ -16,7 +16,6 @@ session's queue.
 
 import asyncio
 import logging
-import time
 from collections.abc import Coroutine
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -39,14 +38,13 @@ from perdure.domain.turn_chunks import start_chunk
 from perdure.telemetry import metrics
 from storage.intake import RecentPath
 from storage.tables import SubmissionRow
+from storage.timing import now
 
 log = logging.getLogger(__name__)
 
 SEND_SECONDS = 10.0
 """How long sending a head start may take, to the relay's answer; past it, it is dropped (the
 relay cancels what it holds once no step claims it)."""
-REMEMBERED = 10_000
-"""Head starts remembered for a stop to cancel; past it the older than `CLAIM_SECONDS` go."""
 FIRST_STEP = 0
 """A fresh turn's first model step opens the log's step 0."""
 
@@ -75,8 +73,6 @@ class HeadStart:
     workspace: WorkspaceTools
     limit: int = 64
     _running: set[asyncio.Task[None]] = field(default_factory=set)
-    _sent_at: dict[str, float] = field(default_factory=dict)
-    """Submission id → when its head start was sent, while the relay may still hold it."""
 
     def start(self, submission: SubmissionRow, recent: RecentPath) -> None:
         """Send the submission's first request in the background, planned from its session's
@@ -87,9 +83,8 @@ class HeadStart:
 
     def cancel(self, submission: SubmissionRow) -> None:
         """Cancel the submission's head start at the relay (its turn was stopped), in the
-        background, when one was sent within the relay's claim window."""
-        sent_at = self._sent_at.pop(submission.id, None)
-        if sent_at is None or time.monotonic() - sent_at > CLAIM_SECONDS:
+        background, while the relay may still hold one (whichever gateway sent it)."""
+        if now() - submission.created_at > CLAIM_SECONDS:
             return
         stream_id = stream_id_of(submission.assistant_message_id, FIRST_STEP)
         self._background(self._cancelled(stream_id))
@@ -108,14 +103,6 @@ class HeadStart:
     def _provider(self, model: str) -> Provider:
         return provider_for(model, self.config)
 
-    def _remember(self, submission_id: str) -> None:
-        now = time.monotonic()
-        if len(self._sent_at) >= REMEMBERED:
-            self._sent_at = {
-                key: at for key, at in self._sent_at.items() if now - at <= CLAIM_SECONDS
-            }
-        self._sent_at[submission_id] = now
-
     async def close(self) -> None:
         for task in list(self._running):
             task.cancel()
@@ -128,7 +115,6 @@ class HeadStart:
                 if planned is None:
                     return
                 provider, request = planned
-                self._remember(submission.id)
                 await _send(provider, request)
             metrics.head_start("started")
         except (ProviderError, TimeoutError) as error:

@@ -3,8 +3,9 @@ workflow, Temporal's Workflow Streams, and the provider called directly with no 
 (the floor), against one fake provider, on this machine, in one run.
 
     .venv/bin/python -m bench.compare [--quick] [--systems perdure,session-entity,...]
-        [--turns 40] [--turns-per-chat 4] [--sessions 100,300,500] [--no-kill]
-        [--store sqlite|postgres] [--markdown out.md] [--keep-logs DIR]
+        [--turns 40] [--turns-per-chat 4] [--tool-turns 3] [--tool-calls 20]
+        [--sessions 100,300,500] [--no-kill] [--store sqlite|postgres] [--markdown out.md]
+        [--keep-logs DIR]
 
 Every system runs as real processes: its own Temporal dev server (the same settings for all,
 temporal-dev.yml's), one worker process and one gateway process (Perdure: `perdure worker` +
@@ -23,6 +24,14 @@ for the whole run (`python -m perdure.testing.fakeprovider`). Per system, in thi
     workflows these turns ran (Perdure: each `TurnWorkflow`; session entity: the chats'
     session workflows, whole, plus every child turn workflow; Workflow Streams: each turn's
     workflow), summed, over the number of turns;
+- tool rounds: `--tool-turns` turns (after one warm-up turn), each a new chat scripted as
+  `bench.tool_rounds` scripts its turns: `--tool-calls` lines `@tool wait {"seconds": 0}`, then
+  `@delay 1`: the model calls the tool once per request, the tool returns at once, and after the
+  last call the model answers. Perdure runs them with its `long-tool-loop` agent (the rounds in
+  its model step); the alternatives run each model call and each tool call as an activity (the
+  floor: in its gateway). A round is one provider request → the turn's next, by the fake's
+  clock, p50 / p90; a turn counts only if its answer is the fake's exact final text and the fake
+  saw exactly one request per call plus one;
 - `--sessions` levels: that many chats at once, one turn each, `@count 30 @delay 50`, on the
   one worker and one gateway: errors (no exact answer within `--timeout`), relay p95, wall time;
   each level on a fresh instance of the system (a level's stragglers never load the next);
@@ -34,7 +43,8 @@ for the whole run (`python -m perdure.testing.fakeprovider`). Per system, in thi
   and for a client that also honours the alternatives' `data-retry` reset (drops what it showed).
 
 The table gives each figure with its ratio to Perdure's; `--markdown` writes it to a file too.
-`--quick`: 4 turns, 10 sessions at once (on the turns' instance), the SIGKILL run. Every process
+`--quick`: 4 turns, one tool turn of 5 calls, 10 sessions at once (on the turns' instance), the
+SIGKILL run. Every process
 is stopped at the end, on an error and on Ctrl-C; workers and gateways also die with this process
 (`PR_SET_PDEATHSIG`) if it is killed outright.
 """
@@ -42,6 +52,7 @@ is stopped at the end, on an error and on Ctrl-C; workers and gateways also die 
 import argparse
 import asyncio
 import contextlib
+import itertools
 import math
 import os
 import shutil
@@ -63,6 +74,8 @@ from bench._support import SERVED, Observation, ProviderRequest, RemoteFakeProvi
 from bench.alternatives._common import WORKER_READY, AltProcess, wait_healthy
 from bench.delta_matching import covering_events
 from bench.latency import percentile
+from bench.tool_rounds import answer as tool_answer
+from bench.tool_rounds import script as tool_script
 from perdure.domain.names import turn_workflow_id
 from perdure.runtime.temporal_dev import dev_server
 from perdure.testing.chat_client import counting
@@ -80,6 +93,8 @@ TITLES = {
     "direct": "direct (floor)",
 }
 KILL_AFTER = 50
+TOOL_AGENT = "long-tool-loop"
+"""Perdure's agent for the tool turns (bench.tool_rounds's): tool rounds run in its model step."""
 
 
 @dataclass
@@ -93,6 +108,8 @@ class Options:
     sessions: list[int] = field(default_factory=lambda: [100, 300, 500])
     load_count: int = 30
     load_delay_ms: int = 50
+    tool_turns: int = 3
+    tool_calls: int = 20
     timeout: float = 60.0
     kill: bool = True
     kill_count: int = 400
@@ -338,8 +355,10 @@ def ui_message(role: str, text: str) -> dict[str, Any]:
 class Chat:
     """A chat of the client: its id, and the conversation for clients that send it whole."""
 
-    def __init__(self, chat_id: str) -> None:
+    def __init__(self, chat_id: str, agent: str | None = None) -> None:
         self.id = chat_id
+        self.agent = agent
+        """Perdure's agent for the chat (the alternatives have one each, and ignore it)."""
         self.messages: list[dict[str, Any]] = []
 
     async def send(
@@ -354,7 +373,13 @@ class Chat:
         turn = turn or Turn(self.id, text, count)
         user = ui_message("user", text)
         history = self.messages if system.sends_history else []
-        body = {"id": self.id, "messages": [*history, user], "trigger": "submit-message"}
+        body: dict[str, Any] = {
+            "id": self.id,
+            "messages": [*history, user],
+            "trigger": "submit-message",
+        }
+        if self.agent is not None:
+            body["agent"] = self.agent
         turn.posted_at = time.monotonic()
         try:
             async with asyncio.timeout(timeout):
@@ -387,6 +412,15 @@ class Latency:
 
 
 @dataclass
+class ToolRounds:
+    turns: int = 0
+    exact: int = 0
+    rounds: list[float] = field(default_factory=list)
+    """ms: a provider request that called the tool → the turn's next provider request."""
+    problems: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
 class Load:
     sessions: int
     exact: int = 0
@@ -411,6 +445,7 @@ class Kill:
 class SystemResult:
     name: str
     latency: Latency = field(default_factory=Latency)
+    tools: ToolRounds = field(default_factory=ToolRounds)
     loads: list[Load] = field(default_factory=list)
     kill: Kill | None = None
     error: str | None = None
@@ -489,6 +524,55 @@ async def latency_phase(system: System, fake: RemoteFakeProvider, options: Optio
         result.relay += relay_samples(turn, requests)
     result.history_bytes, result.history_detail = await history_bytes(system, turns)
     return result
+
+
+async def tool_rounds_phase(
+    system: System, fake: RemoteFakeProvider, options: Options
+) -> ToolRounds:
+    result = ToolRounds()
+    tag = f"tools-{uuid.uuid4().hex[:6]}"
+    warm_up = min(1, options.warm_up)
+    turns: list[Turn] = []
+    async with httpx.AsyncClient(base_url=system.url, timeout=60) as http:
+        for n in range(warm_up + options.tool_turns):
+            chat = Chat(f"{tag}-{n}", agent=TOOL_AGENT)
+            text = tool_script(options.tool_calls, f"{tag}-{n}")
+            turns.append(await chat.send(http, system, text, 0, options.timeout))
+    observed = by_text(await fake.observe(contains=tag))
+    for turn in turns[warm_up:]:
+        result.turns += 1
+        requests = sorted(observed.get(turn.text, []), key=lambda request: request.started_at)
+        wrong = tool_turn_problem(turn, requests, options.tool_calls)
+        if wrong is not None:
+            result.problems[wrong] += 1
+            continue
+        result.exact += 1
+        result.rounds += [
+            (following.started_at - request.started_at) * 1000
+            for request, following in itertools.pairwise(requests)
+        ]
+    return result
+
+
+def tool_turn_problem(turn: Turn, requests: list[ProviderRequest], calls: int) -> str | None:
+    """Why a tool turn does not count, or None: its answer must be the fake's final text, after
+    exactly one provider request per call and one more, each answered."""
+    if turn.failure:
+        return turn.failure[:120]
+    errors = [c for _, c in turn.stream.events if c["type"] in ("error", "abort")]
+    if errors:
+        return f"{errors[0]['type']} chunk: {str(errors[0].get('errorText', ''))[:60]}"
+    if not turn.stream.done:
+        return "no [DONE]"
+    if turn.retries():
+        return "a model call retried (data-retry)"
+    if turn.stream.text() != tool_answer(calls):
+        return f"answered {turn.stream.text()[:60]!r}"
+    if len(requests) != calls + 1:
+        return f"{len(requests)} provider requests for {calls} calls"
+    if any(request.status != 200 for request in requests):
+        return f"provider statuses {[request.status for request in requests]}"
+    return None
 
 
 async def load_phase(
@@ -631,6 +715,16 @@ async def measure(
             f"{_bytes(lat.history_bytes)} B/turn ({time.monotonic() - started:.0f} s)",
             flush=True,
         )
+        if options.tool_turns:
+            started = time.monotonic()
+            result.tools = tools = await tool_rounds_phase(system, fake, options)
+            problems = f", problems {dict(tools.problems.most_common(4))}" if tools.problems else ""
+            print(
+                f"  {label}: {tools.exact}/{tools.turns} tool turns exact ({options.tool_calls} "
+                f"calls each), round p50 | p90 {p50_p90(tools.rounds)} ms "
+                f"({time.monotonic() - started:.0f} s){problems}",
+                flush=True,
+            )
         if not options.fresh_per_level:
             for sessions in options.sessions:
                 await _load_level(result, system, fake, sessions, options)
@@ -724,6 +818,12 @@ def _pct(values: list[float], q: float) -> float | None:
     return percentile(values, q) if values else None
 
 
+def p50_p90(values: list[float]) -> str:
+    if not values:
+        return "– | –"
+    return f"{percentile(values, 50):.1f} | {percentile(values, 90):.1f}"
+
+
 def table(results: list[SystemResult], options: Options) -> list[str]:
     by_name = {result.name: result for result in results}
     names = [name for name in options.systems if name in by_name]
@@ -769,6 +869,10 @@ def table(results: list[SystemResult], options: Options) -> list[str]:
         return cell
 
     row("Temporal history bytes per turn", history)
+    if options.tool_turns:
+        row("answers exact (tool turns)", lambda r: f"{r.tools.exact}/{r.tools.turns}")
+        row("tool round p50 (ms)", metric(lambda r: r.tools.rounds, 50, 1))
+        row("tool round p90 (ms)", metric(lambda r: r.tools.rounds, 90, 1))
     for index, sessions in enumerate(options.sessions):
 
         def load_cell(result: SystemResult, index: int = index) -> str:
@@ -799,6 +903,12 @@ def table(results: list[SystemResult], options: Options) -> list[str]:
 
 
 def describe(options: Options) -> str:
+    tools = (
+        f"{options.tool_turns} tool turns of {options.tool_calls} calls to a tool that returns "
+        f"at once (Perdure: `{TOOL_AGENT}`); "
+        if options.tool_turns
+        else ""
+    )
     kill = (
         f"; SIGKILL after {KILL_AFTER} of `@count {options.kill_count} @delay "
         f"{options.kill_delay_ms}`"
@@ -808,8 +918,9 @@ def describe(options: Options) -> str:
     return (
         f"{options.turns} sequential turns per system (chats of {options.turns_per_chat}) after "
         f"{options.warm_up} warm-up turns, `@count {options.count} @delay {options.delay_ms}`; "
-        f"sessions at once: `@count {options.load_count} @delay {options.load_delay_ms}`, one "
-        f"turn each{kill}; Perdure on {options.store}; {os.cpu_count()} cores"
+        f"{tools}sessions at once: `@count {options.load_count} @delay "
+        f"{options.load_delay_ms}`, one turn each{kill}; Perdure on {options.store}; "
+        f"{os.cpu_count()} cores"
     )
 
 
@@ -819,6 +930,8 @@ def parse(argv: list[str] | None = None) -> tuple[Options, Path | None]:
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--turns", type=int)
     parser.add_argument("--turns-per-chat", type=int)
+    parser.add_argument("--tool-turns", type=int, help="turns of tool rounds (0: none)")
+    parser.add_argument("--tool-calls", type=int, help="tool calls per tool turn")
     parser.add_argument("--sessions", help="comma-separated numbers of sessions at once")
     parser.add_argument("--timeout", type=float, help="seconds an answer may take at most")
     parser.add_argument("--no-kill", action="store_true", help="skip the SIGKILL run")
@@ -833,12 +946,19 @@ def parse(argv: list[str] | None = None) -> tuple[Options, Path | None]:
         parser.error(f"unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}")
     if args.quick:
         options.warm_up, options.turns, options.turns_per_chat = 1, 4, 2
+        options.tool_turns, options.tool_calls = 1, 5
         options.sessions = [10]
         options.fresh_per_level = False
     if args.turns is not None:
         options.turns = args.turns
     if args.turns_per_chat is not None:
         options.turns_per_chat = args.turns_per_chat
+    if args.tool_turns is not None:
+        options.tool_turns = args.tool_turns
+    if args.tool_calls is not None:
+        options.tool_calls = args.tool_calls
+    if options.tool_turns < 0 or options.tool_calls < 1:
+        parser.error("--tool-turns ≥ 0, --tool-calls ≥ 1")
     if args.sessions is not None:
         options.sessions = [int(n) for n in args.sessions.split(",") if n.strip()]
     if args.timeout is not None:

@@ -1,6 +1,7 @@
 """What the alternatives of `bench.compare` share, so that they differ only in their design:
-the provider call, the AI SDK UI message stream they serve, the Temporal worker's tuning (the
-same as `perdure worker`'s), and their processes (each its own, so a worker can be SIGKILLed).
+the provider call and the one tool it offers (`wait`), the AI SDK UI message stream they serve,
+the Temporal worker's tuning (the same as `perdure worker`'s), and their processes (each its
+own, so a worker can be SIGKILLed).
 
 Nothing here knows Perdure: the alternatives are written as their users would write them, with
 the Temporal SDK, FastAPI and the OpenAI SDK only.
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -24,7 +26,11 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 from openai import AsyncOpenAI
-from openai.types.chat import ChatCompletionMessageParam
+from openai.types.chat import (
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessageParam,
+)
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
@@ -102,16 +108,137 @@ def provider() -> AsyncOpenAI:
     return _provider
 
 
-async def provider_deltas(messages: list[dict[str, str]]) -> AsyncIterator[str]:
-    """The text deltas of one streamed Chat Completions answer to `messages`."""
-    stream = await provider().chat.completions.create(
-        model=MODEL,
-        messages=cast(list[ChatCompletionMessageParam], messages),
-        stream=True,
-    )
-    async for chunk in stream:
-        if chunk.choices and (text := chunk.choices[0].delta.content):
-            yield text
+@dataclass
+class Message:
+    """A message of the conversation: the user's or the model's text."""
+
+    role: str
+    content: str
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str
+    """JSON, as the model wrote it."""
+
+
+@dataclass
+class ToolRound:
+    """A model answer that called tools, and each call's output: one round of a turn."""
+
+    text: str
+    calls: list[ToolCall]
+    outputs: list[str]
+
+
+@dataclass
+class ModelAnswer:
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    """Empty when the answer is the turn's last."""
+
+
+WAIT = "wait"
+TOOLS: list[ChatCompletionFunctionToolParam] = [
+    {
+        "type": "function",
+        "function": {
+            "name": WAIT,
+            "description": "Wait, then answer.",
+            "parameters": {
+                "type": "object",
+                "properties": {"seconds": {"type": "number"}},
+                "required": ["seconds"],
+            },
+        },
+    }
+]
+"""What every request offers the model: the tool `bench.tool_rounds` has it call (Perdure's
+test agents have it too), so that the designs' tool rounds compare."""
+
+TOOL_TIMEOUT = timedelta(minutes=10)
+TOOL_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=500),
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=5,
+)
+"""Perdure's policy for an idempotent tool (workflows/_policies.py)."""
+
+
+async def wait(seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return f"waited {seconds} s"
+
+
+async def tool_output(call: ToolCall) -> str:
+    """Run the tool a call names with the arguments the model gave it."""
+    if call.name != WAIT:
+        return f"Error: no tool named {call.name!r}"
+    arguments = json.loads(call.arguments or "{}")
+    return await wait(float(arguments["seconds"]))
+
+
+def chat_messages(
+    conversation: list[Message], rounds: Sequence[ToolRound] = ()
+) -> list[ChatCompletionMessageParam]:
+    """The conversation, then the turn's tool rounds so far, as Chat Completions messages: each
+    round the model's answer with its `tool_calls`, then one `tool` message per call."""
+    messages = [
+        cast(ChatCompletionMessageParam, {"role": m.role, "content": m.content})
+        for m in conversation
+    ]
+    for round_ in rounds:
+        answer: ChatCompletionAssistantMessageParam = {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in round_.calls
+            ],
+        }
+        if round_.text:
+            answer["content"] = round_.text
+        messages.append(answer)
+        for call, output in zip(round_.calls, round_.outputs, strict=True):
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
+    return messages
+
+
+class Completion:
+    """One streamed Chat Completions answer, `TOOLS` offered: `deltas()` yields its text as it
+    comes; then `answer()` holds the text and the tool calls it ended with, each assembled from
+    its fragments (its id and name first, then its arguments in pieces)."""
+
+    def __init__(self, messages: list[ChatCompletionMessageParam]) -> None:
+        self._messages = messages
+        self._text: list[str] = []
+        self._calls: dict[int, ToolCall] = {}
+
+    async def deltas(self) -> AsyncIterator[str]:
+        stream = await provider().chat.completions.create(
+            model=MODEL, messages=self._messages, tools=TOOLS, stream=True
+        )
+        async for chunk in stream:
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            if delta.content:
+                self._text.append(delta.content)
+                yield delta.content
+            for fragment in delta.tool_calls or []:
+                call = self._calls.setdefault(fragment.index, ToolCall("", "", ""))
+                call.id = fragment.id or call.id
+                if fragment.function is not None:
+                    call.name = fragment.function.name or call.name
+                    call.arguments += fragment.function.arguments or ""
+
+    def answer(self) -> ModelAnswer:
+        return ModelAnswer("".join(self._text), [self._calls[i] for i in sorted(self._calls)])
 
 
 def last_user_text(messages: list[dict[str, Any]]) -> str:
@@ -124,17 +251,17 @@ def last_user_text(messages: list[dict[str, Any]]) -> str:
     raise ValueError("no user message")
 
 
-def provider_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """AI SDK UI messages → Chat Completions messages (text parts only)."""
+def provider_messages(messages: list[dict[str, Any]]) -> list[Message]:
+    """AI SDK UI messages → the conversation (text parts only)."""
     return [
-        {
-            "role": message["role"],
-            "content": "".join(
+        Message(
+            message["role"],
+            "".join(
                 part.get("text", "")
                 for part in message.get("parts", [])
                 if part.get("type") == "text"
             ),
-        }
+        )
         for message in messages
         if message.get("role") in ("user", "assistant")
     ]

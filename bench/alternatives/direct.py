@@ -4,7 +4,9 @@ store, no durability: whatever dies takes the answer with it.
     python -m bench.alternatives.direct gateway --port P      # OPENAI_BASE_URL: the provider
 
 `POST /api/chat` takes an AI SDK chat request (the client sends the whole conversation, as
-`useChat` does) and answers with the AI SDK UI message stream.
+`useChat` does) and answers with the AI SDK UI message stream. When the model calls tools, the
+gateway runs them in its own process and asks the model again with their outputs, until it
+answers without a call.
 """
 
 import argparse
@@ -17,11 +19,14 @@ from fastapi.responses import StreamingResponse
 
 from bench.alternatives._common import (
     SSE_HEADERS,
+    Completion,
+    ToolRound,
     UIStream,
     add_health,
-    provider_deltas,
+    chat_messages,
     provider_messages,
     serve,
+    tool_output,
 )
 
 
@@ -32,15 +37,23 @@ def create_app() -> FastAPI:
     @app.post("/api/chat")
     async def chat(request: Request) -> StreamingResponse:
         body: dict[str, Any] = await request.json()
-        messages = provider_messages(body["messages"])
-        answer = uuid.uuid4().hex[:16]
-        ui = UIStream(answer, f"direct-{answer}")
+        conversation = provider_messages(body["messages"])
+        answer_id = uuid.uuid4().hex[:16]
+        ui = UIStream(answer_id, f"direct-{answer_id}")
 
         async def events() -> AsyncIterator[str]:
             yield ui.opening()
+            rounds: list[ToolRound] = []
             try:
-                async for text in provider_deltas(messages):
-                    yield ui.delta(text)
+                while True:
+                    completion = Completion(chat_messages(conversation, rounds))
+                    async for text in completion.deltas():
+                        yield ui.delta(text)
+                    answer = completion.answer()
+                    if not answer.tool_calls:
+                        break
+                    outputs = [await tool_output(call) for call in answer.tool_calls]
+                    rounds.append(ToolRound(answer.text, answer.tool_calls, outputs))
             except Exception as error:  # the provider failed: nothing can take over
                 yield ui.error(f"{type(error).__name__}: {error}")
                 return

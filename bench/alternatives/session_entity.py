@@ -22,6 +22,11 @@ with a few hundred streaming turns). A retried activity (attempt > 1) starts the
 attempt number, and the session records a `retry` event the gateway relays as a transient
 `data-retry` chunk, so a client that knows it can discard what it showed (the pattern of the
 Workflow Streams samples' `RetryEvent`); batches of an older attempt are dropped.
+
+Tools: when the model's answer ends with tool calls, the turn workflow runs each as its own
+activity and calls the model activity again with their outputs, until it answers without a call
+(each model call an activity, each tool call another, as Temporal's OpenAI Agents integration
+runs them); the session's transcript keeps the turn's last answer.
 """
 
 import argparse
@@ -30,7 +35,7 @@ import contextlib
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -50,14 +55,22 @@ from bench.alternatives._common import (
     SSE_HEADERS,
     STEP_RETRY,
     STEP_TIMEOUT,
+    TOOL_RETRY,
+    TOOL_TIMEOUT,
+    Completion,
+    Message,
+    ModelAnswer,
+    ToolCall,
+    ToolRound,
     UIStream,
     add_health,
+    chat_messages,
     heartbeat_every_second,
     last_user_text,
     lazy_client,
-    provider_deltas,
     serve,
     serve_worker,
+    tool_output,
 )
 
 BATCH_INTERVAL = timedelta(milliseconds=200)
@@ -72,12 +85,6 @@ POLL_DEADLINE = 180.0
 
 
 @dataclass
-class Message:
-    role: str
-    content: str
-
-
-@dataclass
 class SessionInput:
     session_id: str
     transcript: list[Message] = field(default_factory=list)
@@ -89,11 +96,15 @@ class TurnInput:
     session_workflow_id: str
     turn: int
     messages: list[Message]
+    rounds: list[ToolRound] = field(default_factory=list)
+    """The turn's tool rounds so far (a model call's input)."""
 
 
 @dataclass
 class ChunkBatch:
     turn: int
+    step: int
+    """The turn's model call (0, then one more after each tool round)."""
     attempt: int
     batch: int
     deltas: list[str]
@@ -135,9 +146,12 @@ class _Batcher:
     """Signals a turn's deltas to the session workflow: the first at once, then what arrived
     since, at most one signal per `BATCH_INTERVAL` (and the rest when the answer ends)."""
 
-    def __init__(self, client: Client, workflow_id: str, turn: int, attempt: int) -> None:
+    def __init__(
+        self, client: Client, workflow_id: str, turn: int, step: int, attempt: int
+    ) -> None:
         self._handle = client.get_workflow_handle(workflow_id)
         self._turn = turn
+        self._step = step
         self._attempt = attempt
         self._buffer: list[str] = []
         self._batch = 0
@@ -166,7 +180,7 @@ class _Batcher:
                 sent_at = loop.time()
                 await self._handle.signal(
                     SessionWorkflow.chunks,
-                    ChunkBatch(self._turn, self._attempt, self._batch, deltas),
+                    ChunkBatch(self._turn, self._step, self._attempt, self._batch, deltas),
                 )
             if self._closing and not self._buffer:
                 return
@@ -183,23 +197,30 @@ class _Batcher:
 
 
 @activity.defn(name="alt_session_stream_reply")
-async def stream_reply(turn: TurnInput) -> str:
+async def stream_reply(turn: TurnInput) -> ModelAnswer:
     """Stream the provider's answer to the conversation, signalling the deltas to the session."""
     beating = asyncio.create_task(heartbeat_every_second())
     batcher = _Batcher(
-        activity.client(), turn.session_workflow_id, turn.turn, activity.info().attempt
+        activity.client(),
+        turn.session_workflow_id,
+        turn.turn,
+        len(turn.rounds),
+        activity.info().attempt,
     )
     try:
-        full: list[str] = []
-        messages = [{"role": m.role, "content": m.content} for m in turn.messages]
-        async for text in provider_deltas(messages):
+        completion = Completion(chat_messages(turn.messages, turn.rounds))
+        async for text in completion.deltas():
             batcher.add(text)
-            full.append(text)
         await batcher.close()
-        return "".join(full)
+        return completion.answer()
     finally:
         batcher.cancel()
         beating.cancel()
+
+
+@activity.defn(name="alt_session_run_tool")
+async def run_tool(call: ToolCall) -> str:
+    return await tool_output(call)
 
 
 # -- the workflows -------------------------------------------------------------------------------
@@ -207,17 +228,31 @@ async def stream_reply(turn: TurnInput) -> str:
 
 @workflow.defn(name="AltSessionTurnWorkflow", sandboxed=False)
 class SessionTurnWorkflow:
-    """One turn: the streaming activity, its answer returned to the session."""
+    """One turn: the streaming activity, and a tool activity per call while the model calls
+    tools; its last answer returned to the session."""
 
     @workflow.run
     async def run(self, turn: TurnInput) -> str:
-        return await workflow.execute_activity(
-            stream_reply,
-            turn,
-            start_to_close_timeout=STEP_TIMEOUT,
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=STEP_RETRY,
-        )
+        rounds: list[ToolRound] = []
+        while True:
+            answer = await workflow.execute_activity(
+                stream_reply,
+                replace(turn, rounds=rounds),
+                start_to_close_timeout=STEP_TIMEOUT,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=STEP_RETRY,
+            )
+            if not answer.tool_calls:
+                return answer.text
+            outputs = await asyncio.gather(
+                *(
+                    workflow.execute_activity(
+                        run_tool, call, start_to_close_timeout=TOOL_TIMEOUT, retry_policy=TOOL_RETRY
+                    )
+                    for call in answer.tool_calls
+                )
+            )
+            rounds.append(ToolRound(answer.text, answer.tool_calls, list(outputs)))
 
 
 @workflow.defn(name="AltSessionWorkflow", sandboxed=False)
@@ -228,8 +263,9 @@ class SessionWorkflow:
         self.next_turn = start.next_turn
         self.pending: deque[tuple[int, str]] = deque()
         self.live: dict[int, list[LiveEvent]] = {}
-        self.attempts: dict[int, int] = {}
-        self.batches: dict[int, int] = {}
+        self.attempts: dict[tuple[int, int], int] = {}
+        """(turn, step) → the attempt of that model call whose chunks are kept."""
+        self.batches: dict[tuple[int, int], int] = {}
         self.done: set[int] = set()
 
     @workflow.run
@@ -271,16 +307,17 @@ class SessionWorkflow:
         live = self.live.get(batch.turn)
         if live is None or batch.turn in self.done:
             return
-        current = self.attempts.get(batch.turn, 1)
+        call = (batch.turn, batch.step)
+        current = self.attempts.get(call, 1)
         if batch.attempt < current:
             return  # a superseded attempt
         if batch.attempt > current:
-            self.attempts[batch.turn] = batch.attempt
-            self.batches[batch.turn] = 0
+            self.attempts[call] = batch.attempt
+            self.batches[call] = 0
             live.append(LiveEvent("retry", attempt=batch.attempt))
-        if batch.batch <= self.batches.get(batch.turn, 0):
+        if batch.batch <= self.batches.get(call, 0):
             return  # a signal delivered twice
-        self.batches[batch.turn] = batch.batch
+        self.batches[call] = batch.batch
         live.extend(LiveEvent("delta", text) for text in batch.deltas)
 
     @workflow.update
@@ -309,7 +346,7 @@ async def run_worker(address: str, task_queue: str) -> None:
         address,
         task_queue,
         workflows=[SessionWorkflow, SessionTurnWorkflow],
-        activities=[stream_reply],
+        activities=[stream_reply, run_tool],
     )
 
 

@@ -17,6 +17,10 @@ As the samples and the library's guide set it up:
   `data-retry` chunk);
 - the activity publishes the full text on the `complete` topic, the terminator the consumer
   stops on; the workflow then holds its run open 500 ms for the last poll.
+Tools as Temporal's OpenAI Agents integration runs them: every model call is an activity and
+every tool call another; when the model's answer ends with tool calls, the workflow runs each as
+its own activity and calls the model again with their outputs, until it answers without a call
+(only that answer publishes `complete`).
 The conversation is not stored anywhere else: the client sends it whole with every message (as
 the AI SDK's `useChat` does) and it goes into the workflow's input. Beyond the samples, the
 activity heartbeats every second with Perdure's heartbeat timeout (the samples have none, so a
@@ -27,7 +31,7 @@ import argparse
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -44,14 +48,22 @@ from bench.alternatives._common import (
     SSE_HEADERS,
     STEP_RETRY,
     STEP_TIMEOUT,
+    TOOL_RETRY,
+    TOOL_TIMEOUT,
+    Completion,
+    Message,
+    ModelAnswer,
+    ToolCall,
+    ToolRound,
     UIStream,
     add_health,
+    chat_messages,
     heartbeat_every_second,
     lazy_client,
-    provider_deltas,
     provider_messages,
     serve,
     serve_worker,
+    tool_output,
 )
 
 TOPIC_DELTA = "delta"
@@ -63,14 +75,10 @@ RELAY_DEADLINE = 180.0
 
 
 @dataclass
-class Message:
-    role: str
-    content: str
-
-
-@dataclass
 class TurnInput:
     messages: list[Message]
+    rounds: list[ToolRound] = field(default_factory=list)
+    """The turn's tool rounds so far (a model call's input)."""
 
 
 @dataclass
@@ -89,7 +97,7 @@ class TextComplete:
 
 
 @activity.defn(name="alt_streams_stream_completion")
-async def stream_completion(turn: TurnInput) -> str:
+async def stream_completion(turn: TurnInput) -> ModelAnswer:
     beating = asyncio.create_task(heartbeat_every_second())
     try:
         stream = WorkflowStreamClient.from_within_activity(batch_interval=BATCH_INTERVAL)
@@ -101,16 +109,22 @@ async def stream_completion(turn: TurnInput) -> str:
                 stream.topic(TOPIC_RETRY, type=RetryEvent).publish(
                     RetryEvent(attempt), force_flush=True
                 )
-            full: list[str] = []
-            messages = [{"role": m.role, "content": m.content} for m in turn.messages]
-            async for text in provider_deltas(messages):
-                deltas.publish(TextDelta(text), force_flush=not full)
-                full.append(text)
-            full_text = "".join(full)
-            complete.publish(TextComplete(full_text))
-        return full_text
+            completion = Completion(chat_messages(turn.messages, turn.rounds))
+            first = True
+            async for text in completion.deltas():
+                deltas.publish(TextDelta(text), force_flush=first)
+                first = False
+            answer = completion.answer()
+            if not answer.tool_calls:
+                complete.publish(TextComplete(answer.text))
+        return answer
     finally:
         beating.cancel()
+
+
+@activity.defn(name="alt_streams_run_tool")
+async def run_tool(call: ToolCall) -> str:
+    return await tool_output(call)
 
 
 @workflow.defn(name="AltStreamTurnWorkflow", sandboxed=False)
@@ -121,20 +135,36 @@ class StreamTurnWorkflow:
 
     @workflow.run
     async def run(self, turn: TurnInput) -> str:
-        answer = await workflow.execute_activity(
-            stream_completion,
-            turn,
-            start_to_close_timeout=STEP_TIMEOUT,
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=STEP_RETRY,
-        )
+        rounds: list[ToolRound] = []
+        while True:
+            answer = await workflow.execute_activity(
+                stream_completion,
+                TurnInput(turn.messages, rounds),
+                start_to_close_timeout=STEP_TIMEOUT,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=STEP_RETRY,
+            )
+            if not answer.tool_calls:
+                break
+            outputs = await asyncio.gather(
+                *(
+                    workflow.execute_activity(
+                        run_tool, call, start_to_close_timeout=TOOL_TIMEOUT, retry_policy=TOOL_RETRY
+                    )
+                    for call in answer.tool_calls
+                )
+            )
+            rounds.append(ToolRound(answer.text, answer.tool_calls, list(outputs)))
         await workflow.sleep(timedelta(milliseconds=500))
-        return answer
+        return answer.text
 
 
 async def run_worker(address: str, task_queue: str) -> None:
     await serve_worker(
-        address, task_queue, workflows=[StreamTurnWorkflow], activities=[stream_completion]
+        address,
+        task_queue,
+        workflows=[StreamTurnWorkflow],
+        activities=[stream_completion, run_tool],
     )
 
 
@@ -146,7 +176,7 @@ def create_app(address: str, task_queue: str) -> FastAPI:
     @app.post("/api/chat")
     async def chat(request: Request) -> StreamingResponse:
         body: dict[str, Any] = await request.json()
-        messages = [Message(m["role"], m["content"]) for m in provider_messages(body["messages"])]
+        messages = provider_messages(body["messages"])
         client = await temporal()
         workflow_id = f"alt-streams-{uuid.uuid4().hex}"
         await client.start_workflow(

@@ -213,3 +213,31 @@ async def test_a_worker_killed_while_its_head_started_stream_runs_continues_exac
     assert [p["text"] for p in stored["parts"] if p["type"] == "text"] == [counting(300)]
     after = await relayed.head_starts()
     assert after.get("adopted", 0) == before.get("adopted", 0) + 1
+
+
+async def test_a_stop_before_the_first_step_cancels_the_head_start_at_the_relay(
+    relayed: Relayed, fake_provider: FakeProvider
+) -> None:
+    if not relayed.workers():
+        await relayed.cluster.wait_polling(relayed.cluster.worker(**relayed.relay_env))
+    session = f"head-stop-{uuid.uuid4().hex[:6]}"
+    text = f"@count 500 @delay 20 {session}"
+    before = await relayed.head_starts()
+    async with httpx.AsyncClient(base_url=relayed.head_starting_url, timeout=30) as http:
+        body = chat_body(session, user_message(text), agent="slow-start")
+        async with http.stream("POST", "/api/chat", json=body) as response:
+            assert response.status_code == 200
+            await eventually(lambda: bool(fake_provider.requests_for(text)), what="head start")
+            stopped = await http.post(f"/api/chat/{session}/stop")
+            assert stopped.json()["result"] == "stopped", stopped.text
+            await response.aread()
+
+    async def cancelled() -> bool:
+        after = await relayed.head_starts()
+        return after.get("cancelled", 0) == before.get("cancelled", 0) + 1
+
+    await eventually(cancelled, what="the head start cancelled at the relay")
+    (early,) = fake_provider.requests_for(text)
+    assert early.deltas < 500
+    stored = await answer(relayed.head_starting_url, session)
+    assert stored["metadata"]["status"] == "aborted"
