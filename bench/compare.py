@@ -3,17 +3,20 @@ workflow, Temporal's Workflow Streams, and the provider called directly with no 
 (the floor), against one fake provider, on this machine, in one run.
 
     .venv/bin/python -m bench.compare [--quick] [--systems perdure,session-entity,...]
-        [--turns 40] [--turns-per-chat 4] [--tool-turns 3] [--tool-calls 20]
+        [--turns 40] [--turns-per-chat 4] [--provider-ttft-ms 0] [--tool-turns 3] [--tool-calls 20]
         [--sessions 100,300,500] [--no-kill] [--store sqlite|postgres] [--markdown out.md]
         [--keep-logs DIR]
 
 Every system runs as real processes: its own Temporal dev server (the same settings for all,
 temporal-dev.yml's), one worker process and one gateway process (Perdure: `perdure worker` +
 `perdure gateway` on the store; the floor: the gateway alone); the fake provider is one process
-for the whole run (`python -m perdure.testing.fakeprovider`). Per system, in this order:
+for the whole run (`python -m perdure.testing.fakeprovider`). `perdure-head-start` is Perdure
+with a `perdure relay` beside them, through which its gateway sends each turn's first request at
+intake (its head start). Per system, in this order:
 
 - warm-up turns, then `--turns` turns one after another (chats of `--turns-per-chat` turns),
-  each `@count 20 @delay 20`:
+  each `@count 20 @delay 20` (after `@ttft N` with `--provider-ttft-ms N`: the provider's own
+  wait before its first token, which a head start overlaps with the workflow's start):
   - TTFT overhead: `POST /api/chat` sent → the first text delta parsed by this process, minus the
     provider's own time to first token (its request received → its first delta written);
   - relay latency: each delta written by the provider → this process receiving the event that
@@ -85,9 +88,10 @@ from perdure.testing.fakeprovider.script import words
 from perdure.testing.processes import PerdureProcess
 from perdure.testing.stack import free_port
 
-SYSTEMS = ["perdure", "session-entity", "workflow-streams", "direct"]
+SYSTEMS = ["perdure", "perdure-head-start", "session-entity", "workflow-streams", "direct"]
 TITLES = {
     "perdure": "Perdure",
+    "perdure-head-start": "Perdure, head start",
     "session-entity": "session entity",
     "workflow-streams": "Workflow Streams",
     "direct": "direct (floor)",
@@ -105,6 +109,8 @@ class Options:
     turns_per_chat: int = 4
     count: int = 20
     delay_ms: int = 20
+    provider_ttft_ms: int = 0
+    """The fake's wait before a sequential turn's first delta (`@ttft`), as a model's."""
     sessions: list[int] = field(default_factory=lambda: [100, 300, 500])
     load_count: int = 30
     load_delay_ms: int = 50
@@ -160,12 +166,15 @@ class System(ABC):
 
 class PerdureSystem(System):
     name = "perdure"
+    relayed = False
 
     def __init__(self, workdir: Path, fake: RemoteFakeProvider, store: str) -> None:
         super().__init__()
         self.workdir, self.fake, self.store = workdir, fake, store
         self.worker: PerdureProcess | None = None
         self._cluster: Any = None
+        self.relay_env: dict[str, str] = {}
+        """Where its worker and gateway find the provider relay (none without one)."""
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator["PerdureSystem"]:
@@ -174,8 +183,10 @@ class PerdureSystem(System):
                 self._cluster = cluster
                 self.temporal_address = cluster.temporal_address
                 async with cluster.temporal():
-                    self.worker = cluster.worker()
-                    self.url = await cluster.gateway()
+                    if self.relayed:
+                        self.relay_env = await cluster.relay()
+                    self.worker = cluster.worker(**self.relay_env)
+                    self.url = await cluster.gateway(**self.relay_env)
                     await cluster.wait_polling(self.worker)
                     yield self
 
@@ -184,7 +195,7 @@ class PerdureSystem(System):
         self.worker.kill()
 
     async def start_worker(self) -> None:
-        self.worker = self._cluster.worker()
+        self.worker = self._cluster.worker(**self.relay_env)
 
     def workflow_ids(self, turn: "Turn") -> list[str]:
         for _, chunk in turn.stream.events:
@@ -497,7 +508,8 @@ async def history_bytes(system: System, turns: list[Turn]) -> tuple[float | None
 async def latency_phase(system: System, fake: RemoteFakeProvider, options: Options) -> Latency:
     result = Latency()
     tag = f"lat-{uuid.uuid4().hex[:6]}"
-    prompt = f"@count {options.count} @delay {options.delay_ms}"
+    ttft = f"@ttft {options.provider_ttft_ms} " if options.provider_ttft_ms else ""
+    prompt = f"{ttft}@count {options.count} @delay {options.delay_ms}"
     async with httpx.AsyncClient(base_url=system.url, timeout=60) as http:
         for n in range(options.warm_up):
             await Chat(f"warm-{tag}-{n}").send(
@@ -759,9 +771,19 @@ async def _load_level(
     )
 
 
+class HeadStartSystem(PerdureSystem):
+    """Perdure with a `perdure relay` that its gateway sends each turn's first request through
+    at intake (docs/relay.md, "Head start") and its worker's steps adopt."""
+
+    name = "perdure-head-start"
+    relayed = True
+
+
 def make_system(name: str, workdir: Path, fake: RemoteFakeProvider, store: str) -> Any:
     if name == "perdure":
         return PerdureSystem(workdir, fake, store)
+    if name == "perdure-head-start":
+        return HeadStartSystem(workdir, fake, store)
     kinds = {
         "session-entity": SessionEntitySystem,
         "workflow-streams": WorkflowStreamsSystem,
@@ -915,9 +937,11 @@ def describe(options: Options) -> str:
         if options.kill
         else ""
     )
+    ttft = f"@ttft {options.provider_ttft_ms} " if options.provider_ttft_ms else ""
     return (
         f"{options.turns} sequential turns per system (chats of {options.turns_per_chat}) after "
-        f"{options.warm_up} warm-up turns, `@count {options.count} @delay {options.delay_ms}`; "
+        f"{options.warm_up} warm-up turns, `{ttft}@count {options.count} @delay "
+        f"{options.delay_ms}`; "
         f"{tools}sessions at once: `@count {options.load_count} @delay "
         f"{options.load_delay_ms}`, one turn each{kill}; Perdure on {options.store}; "
         f"{os.cpu_count()} cores"
@@ -930,6 +954,9 @@ def parse(argv: list[str] | None = None) -> tuple[Options, Path | None]:
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--turns", type=int)
     parser.add_argument("--turns-per-chat", type=int)
+    parser.add_argument(
+        "--provider-ttft-ms", type=int, default=0, help="the fake's wait before a first delta"
+    )
     parser.add_argument("--tool-turns", type=int, help="turns of tool rounds (0: none)")
     parser.add_argument("--tool-calls", type=int, help="tool calls per tool turn")
     parser.add_argument("--sessions", help="comma-separated numbers of sessions at once")
@@ -939,7 +966,12 @@ def parse(argv: list[str] | None = None) -> tuple[Options, Path | None]:
     parser.add_argument("--markdown", type=Path, help="write the table here too")
     parser.add_argument("--keep-logs", type=Path, help="copy every process's log here")
     args = parser.parse_args(argv)
-    options = Options(store=args.store, kill=not args.no_kill, keep_logs=args.keep_logs)
+    options = Options(
+        store=args.store,
+        kill=not args.no_kill,
+        keep_logs=args.keep_logs,
+        provider_ttft_ms=args.provider_ttft_ms,
+    )
     options.systems = [name.strip() for name in args.systems.split(",") if name.strip()]
     unknown = set(options.systems) - set(SYSTEMS)
     if unknown:
