@@ -6,18 +6,19 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from perdure.domain.conversation import ToolSpec
-from perdure.mcp_servers import SEPARATOR, McpServer, ServerKey, exposed_name
+from perdure.mcp_servers import McpServer, ServerKey, exposed_name
 from perdure.tools import ToolContext
 
 if TYPE_CHECKING:  # the SDK is imported at the worker's start (`import_mcp_sdk`)
     from mcp import Client
     from mcp.client.session import IncomingMessage
+    from mcp.client.stdio import StdioServerParameters
     from mcp.types import CallToolResult
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,8 @@ class _Connection:
         self._closing = asyncio.Event()
         self._failure: BaseException | None = None
         self._task: asyncio.Task[None] | None = None
+        self._ended = False
+        """The server's side of the connection ended (a stdio server's output closed: it died)."""
 
     async def client(self) -> "Client":
         if self._task is None:
@@ -117,7 +120,12 @@ class _Connection:
 
     @property
     def broken(self) -> bool:
-        return self._task is not None and self._task.done()
+        """Unusable: it failed or closed, or its server's side ended (opened again at the next
+        use, so a server that died between two turns is started again before it is used)."""
+        return self._ended or (self._task is not None and self._task.done())
+
+    def _server_side_ended(self) -> None:
+        self._ended = True
 
     async def _hold(self) -> None:
         from mcp import Client
@@ -184,7 +192,8 @@ class _Connection:
 
             command, *args = server.command
             environment = _from_environment(server.env_from_env)
-            return StdioServerParameters(command=command, args=args, env=environment or None)
+            parameters = StdioServerParameters(command=command, args=args, env=environment or None)
+            return _watched_stdio(parameters, self._server_side_ended)
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
@@ -295,7 +304,11 @@ class McpToolbox:
         if down is not None and time.monotonic() - down[0] < DOWN_PAUSE:
             raise McpServerError(f"{down[1]} (tried again after {DOWN_PAUSE:g} s)")
         connection = self._connections.get(server.key)
-        if connection is None or connection.broken:
+        if connection is not None and connection.broken:
+            log.info("MCP server %s: its connection ended; connecting again", server.name)
+            await self._drop(server)  # its tools are listed again on the new connection
+            connection = None
+        if connection is None:
             connection = _Connection(server, lambda: self._list_changed(server.key))
             self._connections[server.key] = connection
         try:
@@ -316,6 +329,48 @@ class McpToolbox:
     async def close(self) -> None:
         for connection in list(self._connections.values()):
             await self._drop(connection.server)
+
+
+@contextlib.asynccontextmanager
+async def _watched_stdio(
+    parameters: "StdioServerParameters", ended: Callable[[], None]
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's stdio transport, its server's output watched: `ended()` once it closes (the
+    process exited), so the connection is known dead before its next use, not by it."""
+    from mcp.client.stdio import stdio_client
+
+    async with stdio_client(parameters) as (read_stream, write_stream):
+        yield _WatchedStream(read_stream, ended), write_stream
+
+
+class _WatchedStream:
+    """A receive stream that calls `ended()` when it ends, for the SDK's dispatcher (which
+    enters it, iterates it and reads an optional `last_context`)."""
+
+    def __init__(self, stream: Any, ended: Callable[[], None]) -> None:
+        self._stream = stream
+        self._ended = ended
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def __aenter__(self) -> "_WatchedStream":
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        self._ended()
+        return await self._stream.__aexit__(*exc_info)
+
+    def __aiter__(self) -> "_WatchedStream":
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._stream.__anext__()
+        except StopAsyncIteration:
+            self._ended()
+            raise
 
 
 def _from_environment(names: Mapping[str, str]) -> dict[str, str]:
@@ -340,7 +395,9 @@ def _output(server: McpServer, tool: str, result: "CallToolResult") -> Any:
 
     texts = [item.text for item in result.content if isinstance(item, TextContent)]
     if result.is_error:
-        raise McpToolFailed("\n".join(texts) or f"{server.name}{SEPARATOR}{tool} failed")
+        raise McpToolFailed(
+            f"MCP server {server.name}: tool {tool} failed: {'; '.join(texts) or 'no reason given'}"
+        )
     if result.structured_content is not None:
         return result.structured_content
     if len(texts) == len(result.content):

@@ -2,6 +2,9 @@
 built with the `mcp` SDK, as it calls the agent's own; a server that is down or dies
 mid-call is a tool error for the model, and the turn goes on."""
 
+import asyncio
+import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -88,6 +91,7 @@ async def test_a_servers_refusal_of_the_arguments_is_a_tool_error_for_the_model(
     output = tool_output(streamed)
     assert output["type"] == "tool-output-error"
     assert "validation error" in str(output["errorText"])
+    assert "MCP server calc" in str(output["errorText"])
     assert streamed.types()[-1] == "finish"
 
 
@@ -174,4 +178,40 @@ async def test_an_http_server_that_refuses_the_worker_leaves_its_tools_out_and_t
     output = tool_output(streamed)
     assert output["type"] == "tool-output-error"
     assert "MCP server calchttp" in str(output["errorText"])
+    assert streamed.types()[-1] == "finish"
+
+
+@pytest.mark.parametrize(
+    ("agent", "server"),
+    [("mcp-calc", "calc"), ("mcp-legacy", "old")],
+    ids=["listen-stream-2026-07-28", "notification-before-2026"],
+)
+async def test_a_stdio_server_that_died_between_turns_is_started_again_at_the_next_use(
+    http: httpx.AsyncClient, record_file: Path, agent: str, server: str
+) -> None:
+    session = new_session()
+    first = await send(http, session, f"@tool {server}__pid {{}}", agent=agent)
+    pid = tool_output(first)["output"]
+    assert isinstance(pid, dict) and isinstance(pid["result"], int)
+    os.kill(pid["result"], signal.SIGKILL)
+    await asyncio.sleep(0.5)  # between two turns: the next comes a moment later
+
+    again = await send(http, session, f'@tool {server}__add {{"a": 1, "b": 1}}', agent=agent)
+
+    assert tool_output(again)["output"] == {"result": 2}
+    after = await send(http, session, f"@tool {server}__pid {{}}", agent=agent)
+    assert tool_output(after)["output"] != pid  # a new process
+
+
+async def test_a_tool_the_server_fails_is_a_tool_error_naming_the_server(
+    http: httpx.AsyncClient, record_file: Path
+) -> None:
+    streamed = await send(
+        http, new_session(), '@tool calc__fail {"reason": "out of paper"}', agent="mcp-calc"
+    )
+
+    output = tool_output(streamed)
+    assert output["type"] == "tool-output-error"
+    assert "MCP server calc: tool fail failed" in str(output["errorText"])
+    assert "Error executing tool fail" in str(output["errorText"])  # the server's own words
     assert streamed.types()[-1] == "finish"

@@ -6,7 +6,8 @@ answering only requests that carry `Authorization: Bearer <token>` (401 otherwis
 
 `record` appends to the file named by CALC_RECORD_FILE (each call once), so a spec can count
 how often a call really ran; `crash` ends the process mid-call, as a killed server does;
-`learn` adds a tool and announces that the list changed, as each protocol version does.
+`learn` adds a tool and announces that the list changed, as each protocol version does; `pid`
+names the process (a spec kills it between turns); `fail` answers with `isError`.
 """
 
 import os
@@ -62,6 +63,18 @@ async def learn(name: str, ctx: Context) -> str:
 def crash() -> str:
     """End the server in the middle of the call."""
     os._exit(3)
+
+
+@app.tool()
+def pid() -> int:
+    """The server's process id (a spec kills it between two turns)."""
+    return os.getpid()
+
+
+@app.tool()
+def fail(reason: str) -> str:
+    """Fail the call: the server answers it with `isError`."""
+    raise ValueError(reason)
 
 
 def serve_legacy() -> None:
