@@ -69,6 +69,8 @@ class _RemoteTool:
     name: str
     description: str | None
     schema: dict[str, Any]
+    hinted_idempotent: bool = False
+    """The server marks it `readOnlyHint` or `idempotentHint` (its annotations)."""
 
 
 @dataclass
@@ -260,7 +262,12 @@ class McpToolbox:
             for _ in range(LIST_PAGES):
                 page = await client.list_tools(cursor=cursor)
                 found += [
-                    _RemoteTool(tool.name, tool.description, tool.input_schema)
+                    _RemoteTool(
+                        tool.name,
+                        tool.description,
+                        tool.input_schema,
+                        hinted_idempotent=_hinted_idempotent(tool.annotations),
+                    )
                     for tool in page.tools
                 ]
                 cursor = page.next_cursor
@@ -281,7 +288,7 @@ class McpToolbox:
             name=exposed_name(server.name, remote.name),
             description=remote.description or remote.name,
             parameters=remote.schema,
-            idempotent=server.is_idempotent(remote.name),
+            idempotent=server.is_idempotent(remote.name, hinted=remote.hinted_idempotent),
             needs_approval=server.needs_approval_for(remote.name),
             approval_timeout=server.approval_timeout,
         )
@@ -417,6 +424,13 @@ def _unique(server: McpServer, tools: list[McpTool]) -> list[McpTool]:
                 "MCP server %s: %d tools map to %s; none is offered", server.name, count, name
             )
     return [tool for tool in tools if counts[tool.name] == 1]
+
+
+def _hinted_idempotent(annotations: Any) -> bool:
+    """`readOnlyHint` (no effect to repeat) or `idempotentHint` (repeating adds none)."""
+    if annotations is None:
+        return False
+    return bool(annotations.read_only_hint) or bool(annotations.idempotent_hint)
 
 
 def _seconds(span: timedelta) -> float:

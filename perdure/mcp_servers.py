@@ -28,12 +28,14 @@ class McpServer:
     the MCP SDK's own minimal set); or `url`, a streamable HTTP server, sent the headers named
     in `headers_from_env` with values read from the worker's environment (docs/mcp.md).
 
-    `idempotent` and `needs_approval` are tool names or shell-style patterns (`delete_*`):
-    an idempotent tool's call is retried after a worker crash, any other is never run twice
-    (the model is told it was interrupted); a call that needs approval parks the turn as any
-    tool's does. `list_max_age`: how long a worker keeps a tool list before reading it again
-    (and whenever it connects again). `call_timeout`: a call that takes longer is a tool
-    error for the model.
+    `idempotent`, `not_idempotent` and `needs_approval` are tool names or shell-style patterns
+    (`delete_*`): an idempotent tool's call is retried after a worker crash, any other is never
+    run twice (the model is told it was interrupted); a call that needs approval parks the turn
+    as any tool's does. A tool the server marks `readOnlyHint` or `idempotentHint` is
+    idempotent unless it matches `not_idempotent`, which wins over `idempotent` too (its hints
+    are the server's word: `not_idempotent=("*",)` ignores them). `list_max_age`: how long a
+    worker keeps a tool list before reading it again (and whenever it connects again).
+    `call_timeout`: a call that takes longer is a tool error for the model.
     """
 
     name: str
@@ -44,6 +46,7 @@ class McpServer:
     headers_from_env: Mapping[str, str] = field(default_factory=dict)
     """An HTTP header → the worker's environment variable its value is read from."""
     idempotent: Sequence[str] = ()
+    not_idempotent: Sequence[str] = ()
     needs_approval: bool | Sequence[str] = ()
     list_max_age: timedelta = timedelta(minutes=5)
     call_timeout: timedelta = timedelta(seconds=60)
@@ -66,6 +69,17 @@ class McpServer:
             raise ValueError(f"{where}: `env_from_env` is for a stdio server (`command`)")
         if self.url is None and self.headers_from_env:
             raise ValueError(f"{where}: `headers_from_env` is for an HTTP server (`url`)")
+        for label, patterns in (
+            ("idempotent", self.idempotent),
+            ("not_idempotent", self.not_idempotent),
+        ):
+            if isinstance(patterns, str) or not all(isinstance(p, str) and p for p in patterns):
+                raise ValueError(f"{where}: `{label}` is a list of tool names or patterns")
+        both = sorted(set(self.idempotent) & set(self.not_idempotent))
+        if both:
+            raise ValueError(
+                f"{where}: {', '.join(both)} is both `idempotent` and `not_idempotent`"
+            )
         for label, limit, most in (
             ("list_max_age", self.list_max_age, timedelta(days=1)),
             ("call_timeout", self.call_timeout, timedelta(minutes=10)),
@@ -85,8 +99,12 @@ class McpServer:
             tuple(sorted(self.headers_from_env.items())),
         )
 
-    def is_idempotent(self, tool: str) -> bool:
-        return _matches(tool, self.idempotent)
+    def is_idempotent(self, tool: str, *, hinted: bool = False) -> bool:
+        """Whether a call of `tool` is run again after a crash; `hinted`: the server marks the
+        tool `readOnlyHint` or `idempotentHint`."""
+        if _matches(tool, self.not_idempotent):
+            return False
+        return hinted or _matches(tool, self.idempotent)
 
     def needs_approval_for(self, tool: str) -> bool:
         if isinstance(self.needs_approval, bool):

@@ -50,3 +50,30 @@ async def test_a_worker_killed_during_a_non_idempotent_mcp_call_never_runs_it_tw
     assert [e["errorText"] for e in errors] == [
         "The tool call was interrupted before a result was recorded."
     ]
+
+
+async def test_a_worker_killed_during_a_call_the_server_marks_read_only_runs_it_again(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    records = tmp_path / "mcp-records.txt"
+    environment = {"PERDURE_TEST_MCP_RECORD_FILE": str(records)}
+    session = f"kill-hinted-{uuid.uuid4().hex[:6]}"
+    call = f'@tool calc__slow_lookup {{"text": "{session}", "seconds": 30}}'
+    async with cluster.temporal():
+        worker = cluster.worker(**environment)
+        url = await cluster.gateway()
+        stream = LiveStream()
+        async with httpx.AsyncClient(base_url=url, timeout=90) as http:
+            body = chat_body(session, user_message(call), agent="mcp-calc")
+            async with http.stream("POST", "/api/chat", json=body) as response:
+                reader = asyncio.create_task(stream.read(response))
+                await wait_until(lambda: recorded(records) == [session], timeout=60)
+                worker.kill()
+                cluster.worker(**environment)
+                await asyncio.wait_for(reader, timeout=90)
+
+    assert recorded(records) == [session, session]  # run again by the next worker
+    outputs = [c for _, c in stream.events if c["type"].startswith("tool-output")]
+    assert [(c["type"], c.get("output")) for c in outputs] == [
+        ("tool-output-available", {"result": f"found {session}"})
+    ]

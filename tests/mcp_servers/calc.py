@@ -6,7 +6,8 @@ answering only requests that carry `Authorization: Bearer <token>` (401 otherwis
 
 `record` appends to the file named by CALC_RECORD_FILE (each call once), so a spec can count
 how often a call really ran; `crash` ends the process mid-call, as a killed server does;
-`learn` adds a tool and announces that the list changed, as each protocol version does; `pid`
+`slow_lookup` is marked `readOnlyHint` (a worker may run it again after a crash); `learn` adds
+a tool and announces that the list changed, as each protocol version does; `pid`
 names the process (a spec kills it between turns); `fail` answers with `isError`.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 app = MCPServer("calc")
@@ -63,6 +65,19 @@ async def learn(name: str, ctx: Context) -> str:
 def crash() -> str:
     """End the server in the middle of the call."""
     os._exit(3)
+
+
+@app.tool(annotations=ToolAnnotations(readOnlyHint=True))
+async def slow_lookup(text: str, seconds: float) -> str:
+    """Look a line up, marked read-only: the first call for `text` takes `seconds`, later ones
+    answer at once (each call is recorded, for a spec to count)."""
+    with open(os.environ["CALC_RECORD_FILE"], "a+") as file:
+        file.seek(0)
+        seen = text in file.read().splitlines()
+        file.write(text + "\n")
+    if not seen:
+        await anyio.sleep(seconds)
+    return f"found {text}"
 
 
 @app.tool()

@@ -94,6 +94,26 @@ def test_idempotent_and_approval_take_names_or_patterns() -> None:
     assert McpServer(name="fs", command=COMMAND, needs_approval=True).needs_approval_for("x")
 
 
+def test_a_tool_the_server_hints_read_only_or_idempotent_is_retried_unless_said_otherwise() -> None:
+    server = McpServer(name="fs", command=COMMAND, not_idempotent=["write_*"])
+
+    assert server.is_idempotent("read_file", hinted=True)
+    assert not server.is_idempotent("read_file")
+    assert not server.is_idempotent("write_file", hinted=True)
+
+
+def test_not_idempotent_wins_over_an_idempotent_pattern() -> None:
+    server = McpServer(name="fs", command=COMMAND, idempotent=["*"], not_idempotent=["pay"])
+
+    assert server.is_idempotent("read_file")
+    assert not server.is_idempotent("pay", hinted=True)
+
+
+def test_a_tool_both_idempotent_and_not_is_refused() -> None:
+    with pytest.raises(ValueError, match="pay is both `idempotent` and `not_idempotent`"):
+        McpServer(name="fs", command=COMMAND, idempotent=["pay"], not_idempotent=["pay"])
+
+
 def test_an_agent_with_two_servers_of_one_name_is_refused_at_load() -> None:
     class Twice(Agent):
         name = "twice"
