@@ -97,7 +97,10 @@ class SubmissionLifecycle:
         unless the first request died before starting it. Tenants take turns: one tenant's
         burst does not hold another's message behind all of it (`fair_gate.py`)."""
         async with self._intake.turn(new.tenant_id, patience=INTAKE_PATIENCE_SECONDS):
-            outcome = await submit(self._db, new, with_recent_path=self._head_start is not None)
+            # Behind a backlog the turn's step comes late: a head start would be paid for and
+            # may find no step within the relay's claim window.
+            head_start = self._head_start is not None and not self._intake.waiting
+            outcome = await submit(self._db, new, with_recent_path=head_start)
             await self._start_submitted(outcome)
         return outcome
 
