@@ -569,13 +569,9 @@ async def tool_rounds_phase(
 def tool_turn_problem(turn: Turn, requests: list[ProviderRequest], calls: int) -> str | None:
     """Why a tool turn does not count, or None: its answer must be the fake's final text, after
     exactly one provider request per call and one more, each answered."""
-    if turn.failure:
-        return turn.failure[:120]
-    errors = [c for _, c in turn.stream.events if c["type"] in ("error", "abort")]
-    if errors:
-        return f"{errors[0]['type']} chunk: {str(errors[0].get('errorText', ''))[:60]}"
-    if not turn.stream.done:
-        return "no [DONE]"
+    broken = stream_problem(turn)
+    if broken is not None:
+        return broken
     if turn.retries():
         return "a model call retried (data-retry)"
     if turn.stream.text() != tool_answer(calls):
@@ -617,7 +613,8 @@ async def load_phase(
     return result
 
 
-def problem(turn: Turn) -> str:
+def stream_problem(turn: Turn) -> str | None:
+    """Why a turn's stream broke (a failure, an error chunk, no `[DONE]`), or None."""
     if turn.failure:
         return turn.failure[:120]
     errors = [c for _, c in turn.stream.events if c["type"] in ("error", "abort")]
@@ -625,6 +622,13 @@ def problem(turn: Turn) -> str:
         return f"{errors[0]['type']} chunk: {str(errors[0].get('errorText', ''))[:60]}"
     if not turn.stream.done:
         return "no [DONE]"
+    return None
+
+
+def problem(turn: Turn) -> str:
+    broken = stream_problem(turn)
+    if broken is not None:
+        return broken
     if turn.retries():
         return f"activity retried (data-retry), then {classify(turn.reset_aware_text(), turn.count, True)}"
     return classify(turn.stream.text(), turn.count, True)

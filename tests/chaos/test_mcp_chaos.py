@@ -25,13 +25,13 @@ def recorded(records: Path) -> list[str]:
     return records.read_text().splitlines() if records.exists() else []
 
 
-async def test_a_worker_killed_during_a_non_idempotent_mcp_call_never_runs_it_twice(
-    cluster: Cluster, tmp_path: Path
-) -> None:
-    records = tmp_path / "mcp-records.txt"
+async def killed_during(cluster: Cluster, records: Path, tool: str) -> tuple[LiveStream, str]:
+    """A turn that calls the calc server's `tool` for 30 s; its worker SIGKILLed once the
+    server recorded the call, a new one started; the stream, read to its end, and the text the
+    call recorded."""
     environment = {"PERDURE_TEST_MCP_RECORD_FILE": str(records)}
     session = f"kill-mcp-{uuid.uuid4().hex[:6]}"
-    call = f'@tool calc__slow_record {{"text": "{session}", "seconds": 30}}'
+    call = f'@tool calc__{tool} {{"text": "{session}", "seconds": 30}}'
     async with cluster.temporal():
         worker = cluster.worker(**environment)
         url = await cluster.gateway()
@@ -44,6 +44,15 @@ async def test_a_worker_killed_during_a_non_idempotent_mcp_call_never_runs_it_tw
                 worker.kill()
                 cluster.worker(**environment)
                 await asyncio.wait_for(reader, timeout=90)
+    return stream, session
+
+
+async def test_a_worker_killed_during_a_non_idempotent_mcp_call_never_runs_it_twice(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    records = tmp_path / "mcp-records.txt"
+
+    stream, session = await killed_during(cluster, records, "slow_record")
 
     assert recorded(records) == [session]
     errors = [c for _, c in stream.events if c["type"] == "tool-output-error"]
@@ -56,21 +65,8 @@ async def test_a_worker_killed_during_a_call_the_server_marks_read_only_runs_it_
     cluster: Cluster, tmp_path: Path
 ) -> None:
     records = tmp_path / "mcp-records.txt"
-    environment = {"PERDURE_TEST_MCP_RECORD_FILE": str(records)}
-    session = f"kill-hinted-{uuid.uuid4().hex[:6]}"
-    call = f'@tool calc__slow_lookup {{"text": "{session}", "seconds": 30}}'
-    async with cluster.temporal():
-        worker = cluster.worker(**environment)
-        url = await cluster.gateway()
-        stream = LiveStream()
-        async with httpx.AsyncClient(base_url=url, timeout=90) as http:
-            body = chat_body(session, user_message(call), agent="mcp-calc")
-            async with http.stream("POST", "/api/chat", json=body) as response:
-                reader = asyncio.create_task(stream.read(response))
-                await wait_until(lambda: recorded(records) == [session], timeout=60)
-                worker.kill()
-                cluster.worker(**environment)
-                await asyncio.wait_for(reader, timeout=90)
+
+    stream, session = await killed_during(cluster, records, "slow_lookup")
 
     assert recorded(records) == [session, session]  # run again by the next worker
     outputs = [c for _, c in stream.events if c["type"].startswith("tool-output")]
