@@ -67,13 +67,15 @@ def test_provider_keys_reach_only_the_workers_and_the_relay() -> None:
             assert not PROVIDER_KEYS & environment, name
 
 
-def test_the_relay_is_reached_only_by_the_workers_with_the_shared_secret() -> None:
-    relay, worker = services()["relay"], services()["worker"]
+def test_the_relay_is_reached_only_by_the_workers_and_gateways_with_the_shared_secret() -> None:
+    relay = services()["relay"]
 
     assert "ports" not in relay  # not published outside the compose network
-    assert worker["environment"]["PERDURE_RELAY_URL"] == "http://relay:8300"
     assert "PERDURE_RELAY_SECRET" in relay["environment"]
-    assert "PERDURE_RELAY_SECRET" in worker["environment"]
+    for name in ("worker", "gateway"):  # steps, and the gateways' head starts
+        environment = services()[name]["environment"]
+        assert environment["PERDURE_RELAY_URL"] == "http://relay:8300", name
+        assert "PERDURE_RELAY_SECRET" in environment, name
 
 
 def test_the_image_holds_every_package_of_the_wheel() -> None:
