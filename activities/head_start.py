@@ -118,7 +118,7 @@ class HeadStart:
                 await _send(provider, request)
             metrics.head_start("started")
         except (ProviderError, TimeoutError) as error:
-            metrics.head_start("failed")
+            metrics.head_start(unsent_outcome(error))
             log.info("head start of %s not sent: %s", submission.id, error)
         except Exception:
             metrics.head_start("failed")
@@ -166,6 +166,12 @@ class HeadStart:
         ):
             return None  # the step compacts first: another request
         return provider, request.model_copy(update={"early": True})
+
+
+def unsent_outcome(error: ProviderError | TimeoutError) -> str:
+    """`late` when the relay holds the step's own stream already (`409 stream_taken`: the step
+    was faster, nothing is lost), else `failed`."""
+    return "late" if isinstance(error, ProviderError) and error.status == 409 else "failed"
 
 
 def first_step_state(submission: SubmissionRow) -> StepState:

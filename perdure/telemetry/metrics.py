@@ -70,12 +70,21 @@ ACTIVE_STREAMS = Gauge("perdure_active_streams", "Answer streams the gateway is 
 HEAD_STARTS = Counter(
     "perdure_head_starts",
     'First provider requests sent at intake, before the step (docs/relay.md, "Head start"), '
-    "by outcome: started, failed (the gateway could not send it); at the relay: adopted (the "
+    "by outcome: started, late (its step had sent its own request), failed (the gateway could "
+    "not send it); at the relay: adopted (the "
     "step sent the same request), superseded (it sent another; the early one was cancelled), "
     "unclaimed (no step came in time), cancelled (the turn was stopped first).",
     ["outcome"],
 )
-HEAD_START_OUTCOMES = ("started", "failed", "adopted", "superseded", "unclaimed", "cancelled")
+HEAD_START_OUTCOMES = (
+    "started",
+    "late",
+    "failed",
+    "adopted",
+    "superseded",
+    "unclaimed",
+    "cancelled",
+)
 RECOVERY_INCIDENTS = Counter(
     "perdure_recovery_incidents",
     "Recovery incidents of model steps: once when detected, once when they end (completed, "

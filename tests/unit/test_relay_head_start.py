@@ -9,8 +9,9 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
+from activities.head_start import unsent_outcome
 from activities.providers.anthropic_messages import AnthropicMessagesProvider
-from activities.providers.base import ModelRequest
+from activities.providers.base import ModelRequest, ProviderError
 from activities.providers.openai_chat import OpenAIChatProvider
 from perdure.domain.conversation import UserItem
 from perdure.relay.app import Relay
@@ -123,9 +124,11 @@ async def test_a_head_start_never_replaces_the_stream_its_step_holds(
     step = provider.stream(ask(step_text, stream_id))
     first = await anext(step)
 
-    with pytest.raises(Exception, match="stream_taken|409"):
+    with pytest.raises(ProviderError, match="stream_taken") as refused:
         await head_start(provider, ask(early_text, stream_id, early=True))
     rest = [e async for e in step]
+
+    assert unsent_outcome(refused.value) == "late"  # counted so by the gateway, not a failure
 
     assert text_of([first, *rest]) == count_to(30)
     assert fake_provider.requests_for(early_text) == []
