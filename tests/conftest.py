@@ -5,6 +5,7 @@ import functools
 import os
 import ssl
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx._transports.default as httpx_transports
 import pytest
@@ -13,15 +14,17 @@ from temporalio.testing import WorkflowEnvironment
 
 from perdure.domain.turn_labels import TURN_ATTRIBUTES
 from perdure.runtime.temporal_dev import FAIRNESS_SETTING, temporal_binary
+from perdure.testing.cluster import Cluster, Served, running_cluster
 from perdure.testing.databases import MigratedTemplates
+from perdure.testing.fakeprovider.server import FakeProvider
 from perdure.testing.process_spawner import ProcessSpawner, process_spawner
 from perdure.testing.stack import Stack, running_stack
-from tests.databases import database_url
+from tests.databases import database_url, migrated_database_url
 from tests.fakeprovider_fixtures import (  # noqa: F401 - shared fixtures
     fake_provider,
     fake_provider_config,
 )
-from tests.served import STACK_AGENTS
+from tests.served import CLUSTER, STACK_AGENTS
 
 _build_ssl_context = httpx_transports.create_ssl_context
 
@@ -62,6 +65,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # alone after the others have finished. Started first, they leave the short ones to share
     # out at the end.
     items[:] = sorted(kept, key=lambda item: item.get_closest_marker("long") is None)
+
+
+@pytest.fixture
+def served() -> Served:
+    """What a cluster's workers serve (a module's own fixture can say otherwise)."""
+    return CLUSTER
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def cluster(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    fake_provider: FakeProvider,  # noqa: F811
+    store_templates: MigratedTemplates,
+    spawner: ProcessSpawner,
+    served: Served,
+) -> AsyncIterator[Cluster]:
+    """Real processes on one store, of each kind: the embedded one and the scale-out one (the
+    chaos specs', and a few in the first lane whose faults no machine's load can stretch)."""
+    with migrated_database_url(store_templates, request.param, tmp_path) as url:
+        async with running_cluster(tmp_path, fake_provider, url, served, spawner) as running:
+            yield running
 
 
 @pytest.fixture(scope="session")

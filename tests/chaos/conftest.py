@@ -5,33 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from perdure.testing.cluster import Cluster, Served, running_cluster
+from perdure.testing.cluster import Cluster, running_cluster
 from perdure.testing.databases import MigratedTemplates
 from perdure.testing.fakeprovider.server import FakeProvider
 from perdure.testing.process_spawner import ProcessSpawner
 from tests.databases import migrated_database_url
 from tests.served import CLUSTER
-
-
-@pytest.fixture
-def served() -> Served:
-    """What the clusters' workers serve (a module's own fixture can say otherwise)."""
-    return CLUSTER
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def cluster(
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-    fake_provider: FakeProvider,
-    store_templates: MigratedTemplates,
-    spawner: ProcessSpawner,
-    served: Served,
-) -> AsyncIterator[Cluster]:
-    """Processes on one store, of each kind: the embedded one and the scale-out one."""
-    with migrated_database_url(store_templates, request.param, tmp_path) as url:
-        async with running_cluster(tmp_path, fake_provider, url, served, spawner) as running:
-            yield running
 
 
 @pytest.fixture

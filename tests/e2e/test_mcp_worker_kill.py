@@ -1,6 +1,10 @@
-"""A worker SIGKILLed during a call of a non-idempotent MCP tool (docs/mcp.md): the server
-ran the call once, the next worker never runs it again, and the model is told the call was
-interrupted."""
+"""A worker process SIGKILLed during an MCP tool's call (docs/mcp.md): a non-idempotent call
+ran once at the server, the next worker never runs it again and the model is told it was
+interrupted; a call the server marks read-only runs again and the model gets its output.
+
+Real processes, as the chaos specs', in the first lane: the kill lands while the server holds
+a 30 s call, and every wait is bounded by tens of seconds, so no machine's load can make the
+spec miss its moment."""
 
 import asyncio
 import uuid
@@ -47,6 +51,7 @@ async def killed_during(cluster: Cluster, records: Path, tool: str) -> tuple[Liv
     return stream, session
 
 
+@pytest.mark.long
 async def test_a_worker_killed_during_a_non_idempotent_mcp_call_never_runs_it_twice(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -61,6 +66,7 @@ async def test_a_worker_killed_during_a_non_idempotent_mcp_call_never_runs_it_tw
     ]
 
 
+@pytest.mark.long
 async def test_a_worker_killed_during_a_call_the_server_marks_read_only_runs_it_again(
     cluster: Cluster, tmp_path: Path
 ) -> None:
