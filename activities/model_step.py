@@ -62,6 +62,10 @@ from storage.usage import StepUsage, turn_usage
 
 log = logging.getLogger(__name__)
 
+STOP_RECHECK_SECONDS = 0.25
+"""A step whose opening (recovery, `on_turn_start`) took longer reads its submission again
+before the model is asked: the stop it read at its start may be out of date."""
+
 
 @dataclass(kw_only=True, eq=False)
 class ModelStepActivity(AgentActivity):
@@ -154,6 +158,10 @@ class ModelStepActivity(AgentActivity):
         may run itself (activities/step_rounds.py)."""
         started = time.monotonic()
         boot = await self._open(run)
+        if time.monotonic() - started > STOP_RECHECK_SECONDS:
+            # Its hooks took long: a stop recorded meanwhile ends the turn before a request
+            # leaves, even when its cancellation has not reached Temporal (or this worker) yet.
+            await self._refuse_if_stopped_meanwhile(run)
         offer, result = await self._call(run, boot)
         while (
             calls := calls_for_the_step(

@@ -24,11 +24,17 @@ def new_session() -> str:
 
 
 async def stream_until(
-    http: httpx.AsyncClient, session: str, text: str, chunk_type: str, then: "asyncio.Event"
+    http: httpx.AsyncClient,
+    session: str,
+    text: str,
+    chunk_type: str,
+    then: "asyncio.Event",
+    agent: str | None = None,
 ) -> list[dict]:
-    """Send `text`; set `then` when the stream shows `chunk_type`; return every chunk."""
+    """Send `text` (to `agent`); set `then` when the stream shows `chunk_type`; return every
+    chunk."""
     chunks: list[dict] = []
-    body = chat_body(session, user_message(text))
+    body = chat_body(session, user_message(text), **({"agent": agent} if agent else {}))
     async with aconnect_sse(http, "POST", "/api/chat", json=body) as source:
         async for event in source.aiter_sse():
             if not event.data:
@@ -204,3 +210,24 @@ async def test_a_stop_while_the_running_turn_finishes_never_reaches_the_queued_o
     assert record.submission is not None and record.submission.id == running
     follow_up = await get_submission(store, queued.submission.id)
     assert follow_up is not None and follow_up.cancel_requested_at is None
+
+
+async def test_a_stop_recorded_while_the_first_steps_hook_runs_ends_the_turn_before_any_request(
+    http: httpx.AsyncClient, stack: Stack, fake_provider: FakeProvider
+) -> None:
+    """As when the gateway dies between recording the stop and cancelling the workflow, while
+    the agent's slow `on_turn_start` runs: no provider request leaves."""
+    session = new_session()
+    text = f"@count 5 {session}"
+    started = asyncio.Event()
+    streaming = asyncio.create_task(
+        stream_until(http, session, text, "start", started, agent="slow-start")
+    )
+    await asyncio.wait_for(started.wait(), 30)  # the step opened the answer; its hook sleeps
+
+    record = await record_stop(stack.services.db, session_id=key_of(session), submission_id=None)
+    chunks = await streaming
+
+    assert record.verdict == "stopped"
+    assert chunks[-1] == {"type": "abort", "reason": "user-cancelled"}
+    assert fake_provider.requests_for(text) == []
