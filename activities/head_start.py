@@ -26,11 +26,12 @@ from activities.providers import ModelRequest, Provider, ProviderError
 from activities.providers.config import ProviderConfig
 from activities.providers.registry import provider_for
 from activities.providers.relayed import cancel_relayed
-from activities.step_request import StepPlan, conversation_before
+from activities.step_request import StepPlan, conversation_before, over_compaction_threshold
+from activities.turn_tools import local_tools
 from activities.workspace_tools import WorkspaceTools
 from perdure.agent import Agent
 from perdure.agents_registry import AgentRegistry, UnknownAgent
-from perdure.domain.compaction import Overlaid, estimate_tokens
+from perdure.domain.compaction import Overlaid
 from perdure.domain.reducer import reduce_chunks
 from perdure.domain.relay_protocol import CLAIM_SECONDS, CURSOR_PREFIX, stream_id_of
 from perdure.domain.step_state import StepState, step_state
@@ -136,19 +137,20 @@ class HeadStart:
         if (reason := not_planned_early(agent)) is not None:
             log.debug("no head start for agent %s: %s", agent.name, reason)
             return None
+        model = agent.model or self.default_model
         try:
-            provider = self._provider(agent.model or self.default_model)
+            provider = self._provider(model)
         except ValueError:
             return None  # the step ends the turn with the error
         if not provider.relayed:
             return None
         if submission.boot_history is not None:
             return None
-        tools = {**agent.tools(), **self.workspace.for_agent(agent)}
+        tools = local_tools(agent, self.workspace)  # no MCP servers: see `not_planned_early`
         state = first_step_state(submission)
         plan = StepPlan(
             agent=agent,
-            model=agent.model or self.default_model,
+            model=model,
             system=agent.system_prompt,
             tools=tools,
             client_tools=turn_client_tools(agent, submission, tools),
@@ -160,10 +162,7 @@ class HeadStart:
             recent.path, boot_history=None, state=state, message_id=submission.assistant_message_id
         )
         request = plan.request(Overlaid(recent.summary, conversation))
-        threshold = agent.compact_after_tokens
-        if threshold is not None and estimate_tokens(request.system, request.conversation) > (
-            threshold
-        ):
+        if over_compaction_threshold(agent, request):
             return None  # the step compacts first: another request
         return provider, request.model_copy(update={"early": True})
 

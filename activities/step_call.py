@@ -14,11 +14,11 @@ from activities.compaction import Compactor
 from activities.errors import provider_failure
 from activities.events import emit
 from activities.providers import ModelRequest, Provider, ProviderError
-from activities.step_request import StepPlan
+from activities.step_request import StepPlan, over_compaction_threshold
 from activities.step_run import StepRun
 from activities.watched_stream import ProviderStalled, StreamTarget, stream_into_log
 from perdure.agent import Agent, TurnContext
-from perdure.domain.compaction import Overlaid, estimate_tokens
+from perdure.domain.compaction import Overlaid
 from perdure.domain.reducer import reduce_chunks
 from perdure.domain.step_chunks import StepChunker
 from perdure.domain.step_state import step_state
@@ -74,11 +74,7 @@ class StepCaller:
         and stream it into the log, traced and metered."""
         compaction = _Compaction(self._compactor, run, plan, seen)
         request = plan.request(seen)
-        threshold = run.agent.compact_after_tokens
-        if (
-            threshold is not None
-            and estimate_tokens(request.system, request.conversation) > threshold
-        ):
+        if over_compaction_threshold(run.agent, request):
             request = await compaction.compacted("threshold") or request
         stall = await turn_stall_timeout(run.agent, run.context)
         call = StepCall(run=run, plan=plan, log_step=log_step, stall=stall)

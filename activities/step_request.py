@@ -12,7 +12,7 @@ from typing import Any
 
 from activities.providers import ModelRequest, ResumeToken
 from perdure.agent import Agent
-from perdure.domain.compaction import Overlaid, with_summary
+from perdure.domain.compaction import Overlaid, estimate_tokens, with_summary
 from perdure.domain.conversation import to_conversation
 from perdure.domain.step_state import StepState
 from perdure.domain.ui import UIMessage
@@ -83,3 +83,11 @@ class StepPlan:
             max_output_tokens=self.agent.max_output_tokens,
             thinking=self.agent.thinking(),
         )
+
+
+def over_compaction_threshold(agent: Agent, request: ModelRequest) -> bool:
+    """The agent compacts a request this long before sending it (`compact_after_tokens`)."""
+    threshold = agent.compact_after_tokens
+    return threshold is not None and estimate_tokens(request.system, request.conversation) > (
+        threshold
+    )

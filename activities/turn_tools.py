@@ -38,11 +38,17 @@ class TurnTools:
         return f"unknown tool {name!r}"
 
 
+def local_tools(agent: Agent, workspace: WorkspaceTools) -> dict[str, Tool]:
+    """The agent's own tools and its built-in workspace tools: those known without I/O."""
+    tools: dict[str, Tool] = dict(agent.tools())
+    tools.update(workspace.for_agent(agent))
+    return tools
+
+
 async def turn_tools(agent: Agent, sources: ToolSources) -> TurnTools:
     """The agent's own tools, its built-in workspace tools and its MCP servers' (a server that
     cannot list its tools is left out of this step, logged; the turn goes on)."""
-    tools: dict[str, Tool] = dict(agent.tools())
-    tools.update(sources.workspace.for_agent(agent))
+    tools = local_tools(agent, sources.workspace)
     unreachable: dict[str, str] = {}
     for server in agent.mcp_servers:
         try:

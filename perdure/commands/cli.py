@@ -330,10 +330,10 @@ async def _relay(settings: Settings) -> None:
 async def _gateway(settings: Settings) -> None:
     listening = _gateway_socket(settings)
     # Opened before serving, so a Temporal that is not set up stops it with one clear line.
-    from perdure.runtime.head_start import head_starts_on, start_heads
+    from perdure.runtime.head_start import head_start_config, start_heads
 
     async with open_services(settings) as services:
-        if head_starts_on(settings):
+        if head_start_config(settings) is not None:
             # The gateway plans each turn's first request as the workers' steps will: it
             # needs their agents (PERDURE_AGENTS), never a provider key.
             start_heads(services, served_agents(settings))

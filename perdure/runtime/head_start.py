@@ -2,6 +2,7 @@
 the agents known and `PERDURE_HEAD_START` is not turned off."""
 
 from activities.head_start import HeadStart, early_config
+from activities.providers.config import ProviderConfig
 from activities.providers.registry import import_adapters
 from activities.workspace_tools import WorkspaceTools
 from perdure.agents_registry import AgentRegistry
@@ -9,15 +10,17 @@ from perdure.runtime.services import Services
 from perdure.runtime.settings import Settings
 
 
-def head_starts_on(settings: Settings) -> bool:
-    return settings.head_start and early_config(settings.provider_config()) is not None
+def head_start_config(settings: Settings) -> ProviderConfig | None:
+    """What this process's head starts are sent with; None when it sends none (no relay, or
+    `PERDURE_HEAD_START=false`)."""
+    return early_config(settings.provider_config()) if settings.head_start else None
 
 
 def start_heads(services: Services, agents: AgentRegistry) -> None:
     """Give the services' gateway a head start, when it can have one."""
     settings = services.settings
-    config = early_config(settings.provider_config())
-    if not settings.head_start or config is None:
+    config = head_start_config(settings)
+    if config is None:
         return
     # Imported now, not by the first message: an SDK's import holds the event loop.
     import_adapters(agents.models(settings.model), config)
