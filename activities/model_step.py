@@ -23,6 +23,7 @@ from activities.base import AgentActivity, fenced
 from activities.client_tools import turn_client_tools
 from activities.providers import Provider
 from activities.recovery_gate import BootDecision, RecoveryGate, RecoveryStart
+from activities.steering import Steering, at_boundary
 from activities.step_call import StepCaller, cancel_at_provider
 from activities.step_log import StepLog
 from activities.step_request import StepPlan, conversation_before, resume_token
@@ -80,6 +81,7 @@ class ModelStepActivity(AgentActivity):
     def __post_init__(self) -> None:
         self._recovery = RecoveryGate(db=self.db, lifecycle=self.lifecycle)
         self._caller = StepCaller(self.db)
+        self._steering = Steering(self.db, self.appender, self.lifecycle)
 
     @activity.defn(name=MODEL_STEP_ACTIVITY)
     async def model_step(self, step: ModelStepInput) -> ModelStepResult:
@@ -158,6 +160,8 @@ class ModelStepActivity(AgentActivity):
         may run itself (activities/step_rounds.py)."""
         started = time.monotonic()
         boot = await self._open(run)
+        if run.recovering:
+            await self._steering.end_joined_turns(run)
         if time.monotonic() - started > STOP_RECHECK_SECONDS:
             # Its hooks took long: a stop recorded meanwhile ends the turn before a request
             # leaves, even when its cancellation has not reached Temporal (or this worker) yet.
@@ -205,6 +209,8 @@ class ModelStepActivity(AgentActivity):
             reason = "tool-calls" if pending else "stop"
             end = StepEnd(pending, reason, run.steplog.reduction.steps)
             return offer, await self._ended(run, offer, end)
+        if at_boundary(run, state):
+            await self._steering.join(run)
         state = await self._step_opened(run)
         log_step = run.steplog.reduction.steps - 1
         plan = await self._plan(run, offer, state, log_step)

@@ -21,6 +21,10 @@ class StepLog:
         """Write `chunks` after what the log holds (buffered: `writer.flush()` waits)."""
         self.writer.add(chunks)
 
+    def record(self, chunks: list[Chunk]) -> None:
+        """Chunks the step appended in a transaction of its own (after a flush of `writer`)."""
+        self._added(chunks)
+
     def _added(self, chunks: list[Chunk]) -> None:
         # Reduced when next asked for, not per streamed delta: a step asks at its boundaries.
         self.chunks.extend(chunks)

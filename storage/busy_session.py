@@ -95,6 +95,15 @@ def absorb_queued(
     return effects
 
 
+def can_steer(submission: SubmissionRow) -> bool:
+    """Plain new messages join a running turn; a regenerate, an edit or a continue goes back
+    to a stored message, and a request's own client tools are offered in a turn of its own:
+    those wait their turn as with `queue`."""
+    return (
+        not submission.regenerates and submission.edit_of is None and not (submission.client_tools)
+    )
+
+
 def apply_busy(
     session: Session,
     chat: ChatSessionRow,
@@ -109,6 +118,9 @@ def apply_busy(
     if concurrency.absorbs_queued:
         return absorb_queued(session, chat, submission, concurrency, at=at)
     effects = Effects()
+    if concurrency.steers and can_steer(submission):
+        submission.steer = True  # it joins the running turn at its next step boundary
+        return effects
     if strategy == "reject":
         raise SessionBusy(
             f"a turn is running in session {chat.chat_id!r} (submission "

@@ -87,6 +87,11 @@ class LogAppender:
         once; chunks added while a write is in flight are coalesced into the next one."""
         return BufferedLog(self, message_id=message_id, writer=writer, submission_id=submission_id)
 
+    def announce(self, *message_ids: str) -> None:
+        """Wake the streams of logs written outside the appender (in a transaction of its
+        own), as a flush wakes them."""
+        self._bus.publish(*message_ids)
+
     def _schedule(self, pending: "BufferedLog") -> None:
         self._queue.append(pending)
         loop = asyncio.get_running_loop()
@@ -165,6 +170,11 @@ class BufferedLog:
         self._failure: BaseException | None = None
         self._observer: Callable[[list[Chunk]], None] | None = None
         self.last_seq = -1
+
+    @property
+    def log_writer(self) -> LogWriter:
+        """Who writes: a transaction that appends for the same step writes as this too."""
+        return self._writer
 
     def observe(self, observer: Callable[[list[Chunk]], None]) -> None:
         """Hand `observer` every list of chunks added from now on, as it is added."""

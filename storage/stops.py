@@ -7,12 +7,13 @@ the stop was recorded (`decide_ending`). Both writes lock the submission row (an
 a stop is either recorded before the decision (and wins) or answered `already_finished`.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from sqlmodel import Session, col, select
 
 from storage.db import Database
+from storage.steering import drop_steering as drop_steering_of
 from storage.submission_locks import ACTIVE, locked_submission
 from storage.tables import ChatSessionRow, SubmissionRow
 from storage.timing import now
@@ -28,6 +29,9 @@ class StopRecord:
     verdict: StopVerdict
     submission: SubmissionRow | None
     """The submission the stop was for (None: `nothing_running`)."""
+    dropped_steering: list[SubmissionRow] = field(default_factory=list)
+    """With `drop_steering`: the steering messages that waited for the stopped turn, now
+    ended unrun (their turns need the skip signal)."""
 
 
 def _oldest_queued(session: Session, session_id: str) -> SubmissionRow | None:
@@ -41,9 +45,12 @@ def _oldest_queued(session: Session, session_id: str) -> SubmissionRow | None:
     return result.first()
 
 
-async def record_stop(db: Database, *, session_id: str, submission_id: str | None) -> StopRecord:
+async def record_stop(
+    db: Database, *, session_id: str, submission_id: str | None, drop_steering: bool = False
+) -> StopRecord:
     """Stop `submission_id` of the session, or (None) its running turn, else its oldest queued
-    one. Repeating a stop is harmless: the first mark stays."""
+    one. Repeating a stop is harmless: the first mark stays. Steering messages waiting for a
+    stopped running turn stay queued (they run next), unless `drop_steering`."""
 
     def record(session: Session) -> StopRecord:
         # Only the submission is locked: `finish` locks it before the session, and taking
@@ -62,10 +69,14 @@ async def record_stop(db: Database, *, session_id: str, submission_id: str | Non
             return StopRecord("nothing_running", None)
         if target.status not in ACTIVE or target.ending is not None:
             return StopRecord("already_finished", target)
+        at = now()
         if target.cancel_requested_at is None:
-            target.cancel_requested_at = now()
+            target.cancel_requested_at = at
             session.add(target)
-        return StopRecord("stopped", target)
+        dropped = []
+        if drop_steering and target.status == "running":
+            dropped = drop_steering_of(session, chat, at=at)
+        return StopRecord("stopped", target, dropped)
 
     return await db.transact(record)
 

@@ -114,7 +114,11 @@ class SubmissionRow(SQLModel, table=True):
     """`debounce`: the turn starts no earlier than this (later submissions push it back by
     taking this one's messages over)."""
     merged_into: str | None = Field(default=None, max_length=64)
-    """`merge`/`debounce`: the later submission whose turn answers this one's messages."""
+    """`merge`/`debounce`: the later submission whose turn answers this one's messages;
+    `steer`: the running turn this one's messages joined."""
+    steer: bool | None = None
+    """Sent with `steer` while a turn ran: it joins the running turn at its next step
+    boundary (storage/steering.py), else runs as the next turn."""
 
 
 class ChunkRow(SQLModel, table=True):

@@ -35,6 +35,8 @@ async def withdraw_submission(db: Database, *, submission_id: str) -> Withdrawal
         chat, submission = locked_with_session(session, submission_id)
         if submission is None or submission.status not in ACTIVE or _log_begun(session, submission):
             return Withdrawal(withdrawn=False)
+        if submission.steer and submission.merged_into is not None:
+            return Withdrawal(withdrawn=False)  # it joined a running answer: it is answered
         if chat is not None and submission.status == "running":
             _unapply(session, chat, submission)
         session.delete(submission)

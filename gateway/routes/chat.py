@@ -22,7 +22,7 @@ from gateway.deps import (
 )
 from gateway.errors import ApiError
 from gateway.intake import check_encoding, checked_user_message
-from gateway.schemas.chat import ChatRequest, StopResult
+from gateway.schemas.chat import ChatRequest, DropSteeringQuery, StopResult
 from gateway.schemas.submissions import SUBMISSION_ID_PATTERN
 from gateway.sse import MAX_SEQ, Cursor, cursor_from, stream_response
 from gateway.stop_answers import answered_status
@@ -258,11 +258,14 @@ async def stop(
             "the running turn, else the oldest queued one",
         ),
     ] = None,
+    drop_steering: DropSteeringQuery = False,
 ) -> StopResult:
     """The stop is recorded in the store before this answers, so it holds whatever happens
     next (a worker dying, a recovery, a gateway restart): a `stopped` turn's stream always
     ends with `abort`."""
-    record = await lifecycle.stop(session_id=session.id, submission_id=submission_id)
+    record = await lifecycle.stop(
+        session_id=session.id, submission_id=submission_id, drop_steering=drop_steering
+    )
     if submission_id is not None and record.submission is None:
         raise ApiError(
             404,

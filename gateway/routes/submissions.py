@@ -21,6 +21,7 @@ from gateway.deps import (
 )
 from gateway.errors import ApiError
 from gateway.intake import checked_user_message
+from gateway.schemas.chat import DropSteeringQuery
 from gateway.schemas.submissions import (
     SUBMISSION_ID_PATTERN,
     ClearResult,
@@ -170,12 +171,15 @@ async def cancel(
     submission_id: SubmissionIdPath,
     settings: SettingsDep,
     lifecycle: LifecycleDep,
+    drop_steering: DropSteeringQuery = False,
 ) -> SubmissionPublic:
     """The same stop as `POST /api/chat/{id}/stop?submissionId=`: recorded in the store, then
     the turn's workflow is cancelled through Temporal, so it holds whichever gateway or worker
     is up. A cancel recorded before the turn's ending is decided wins (it ends `aborted`); a
     turn that had ended, or was ending, keeps its status: `409`. Cancelling again is a 200."""
-    record = await lifecycle.stop(session_id=session.id, submission_id=submission_id)
+    record = await lifecycle.stop(
+        session_id=session.id, submission_id=submission_id, drop_steering=drop_steering
+    )
     row = record.submission
     if row is None:
         raise ApiError(

@@ -1,8 +1,9 @@
 """`POST /api/chat` (the AI SDK transport's body) and its stop."""
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gateway.schemas.common import AGENT_PATTERN, SESSION_ID_PATTERN
@@ -43,6 +44,16 @@ class ClientToolDeclaration(BaseModel):
 def check_debounce(concurrency: ConcurrencyStrategy | None, debounce_ms: int | None) -> None:
     if debounce_ms is not None and concurrency != "debounce":
         raise ValueError('`debounceMs` goes with `"concurrency": "debounce"` only')
+
+
+def check_steer(concurrency: ConcurrencyStrategy | None, refused: str | None) -> None:
+    """A steering message joins a running turn as it is: what goes back to a stored message
+    or brings tools of its own cannot."""
+    if concurrency == "steer" and refused is not None:
+        raise ValueError(
+            f'`"concurrency": "steer"` takes new messages only, not {refused}: send it with '
+            '`"queue"` to run it after the running turn'
+        )
 
 
 class ChatRequest(BaseModel):
@@ -100,13 +111,33 @@ class ChatRequest(BaseModel):
         if self.message is None and not self.messages:
             raise ValueError("send `messages` (non-empty) or `message`")
         check_debounce(self.concurrency, self.debounceMs)
+        check_steer(self.concurrency, self._not_steerable())
         return self
+
+    def _not_steerable(self) -> str | None:
+        if self.trigger == "regenerate-message":
+            return "a regenerate"
+        if self.messageId is not None and self.messageId == self.new_message().id:
+            return "an edit (`messageId`)"
+        if self.tools:
+            return "client `tools`"
+        return None
 
     def new_message(self) -> UIMessage:
         if self.message is not None:
             return self.message
         assert self.messages
         return self.messages[-1]
+
+
+DropSteeringQuery = Annotated[
+    bool,
+    Query(
+        alias="dropSteering",
+        description="Also drop the steering messages waiting for the stopped running turn "
+        "(they end `skipped`, recorded as dropped); by default they run as the next turn",
+    ),
+]
 
 
 class StopResult(BaseModel):

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gateway.schemas.chat import check_debounce
+from gateway.schemas.chat import check_debounce, check_steer
 from gateway.schemas.common import AGENT_PATTERN
 from perdure.domain.concurrency import MAX_DEBOUNCE_MS, ConcurrencyStrategy
 from perdure.domain.ui import UIMessage
@@ -79,6 +79,7 @@ class SubmissionCreate(BaseModel):
         if self.continueLastTurn == bool(self.messages):
             raise ValueError("send `messages` (at least one), or `continueLastTurn` without them")
         check_debounce(self.concurrency, self.debounceMs)
+        check_steer(self.concurrency, "`continueLastTurn`" if self.continueLastTurn else None)
         return self
 
 
@@ -96,7 +97,8 @@ class SubmissionPublic(BaseModel):
     metadata: dict[str, Any] | None
     error: str | None
     mergedInto: str | None = Field(  # noqa: N815 - wire name
-        description="`merge`/`debounce`: the later submission whose turn answers these messages"
+        description="`merge`/`debounce`: the later submission whose turn answers these "
+        "messages; `steer`: the running turn these messages joined"
     )
     notBefore: datetime | None = Field(  # noqa: N815
         description="`debounce`: the turn starts no earlier than this"

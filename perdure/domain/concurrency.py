@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 ConcurrencyStrategy = Literal[
-    "queue", "reject", "interrupt", "rollback", "latest", "merge", "drop", "debounce"
+    "queue", "reject", "interrupt", "rollback", "latest", "merge", "drop", "debounce", "steer"
 ]
 """- `queue`: wait behind the running turn (and earlier queued ones), FIFO;
 - `reject`: refused (409), nothing stored;
@@ -15,7 +15,10 @@ ConcurrencyStrategy = Literal[
   answers them all;
 - `drop`: recorded as `skipped`, never run;
 - `debounce`: as `merge`, and the turn starts only once no message came for the debounce
-  period (also when the session is idle)."""
+  period (also when the session is idle);
+- `steer`: stored at once and queued; it joins the running turn at its next step boundary
+  (the next model request sees it after the tool results it follows), or, when that turn
+  ends first, runs as the next turn."""
 STRATEGIES: tuple[str, ...] = get_args(ConcurrencyStrategy)
 
 DEFAULT_DEBOUNCE_MS = 1_000
@@ -33,3 +36,8 @@ class Concurrency:
     def absorbs_queued(self) -> bool:
         """The submission takes the earlier queued submissions' messages into its own turn."""
         return self.strategy in ("merge", "debounce")
+
+    @property
+    def steers(self) -> bool:
+        """The submission may join the running turn at its next step boundary."""
+        return self.strategy == "steer"

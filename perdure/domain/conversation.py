@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from perdure.domain.steering import STEER_PART, steer_text
 from perdure.domain.ui import DROPPED_STEP, UIMessage
 
 
@@ -98,7 +99,8 @@ def _signed(part: dict[str, Any]) -> SignedReasoning | None:
 
 
 def _assistant_items(message: UIMessage) -> list[ConversationItem]:
-    """One assistant item per step, each followed by the results of its tool calls."""
+    """One assistant item per step, each followed by the results of its tool calls; a
+    steering message that joined between two steps is a user turn there."""
     items: list[ConversationItem] = []
     current = AssistantItem()
     results: list[ToolResultItem] = []
@@ -117,6 +119,9 @@ def _assistant_items(message: UIMessage) -> list[ConversationItem]:
             close_step()
         elif part_type == DROPPED_STEP:
             current, results = AssistantItem(), []
+        elif part_type == STEER_PART:
+            close_step()
+            items.append(UserItem(text=steer_text(part)))
         elif part_type == "text":
             current.text += str(part.get("text", ""))
         elif part_type == "reasoning":

@@ -2,6 +2,7 @@
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,10 +71,12 @@ async def read_stream(
     *,
     stop_after: int | None = None,
     stop_at_count: int | None = None,
+    stop_when: Callable[[dict[str, Any]], bool] | None = None,
     **kwargs: Any,
 ) -> Streamed:
     """Read SSE events; with `stop_after`, drop the connection after that many events; with
-    `stop_at_count`, once a counting answer has got that far. An event count says little of
+    `stop_at_count`, once a counting answer has got that far; with `stop_when`, after the
+    first chunk it holds for. An event count says little of
     where the answer is: under load, deltas written in one flush are joined into one event
     (`perdure/domain/delta_coalescing.py`), so a few events may hold the whole answer."""
     async with aconnect_sse(http, method, url, **kwargs) as source:
@@ -94,6 +97,8 @@ async def read_stream(
             if stop_after is not None and len(streamed.events) >= stop_after:
                 break
             if stop_at_count is not None and streamed.counted() >= stop_at_count:
+                break
+            if stop_when is not None and stop_when(streamed.chunks[-1]):
                 break
     return streamed
 

@@ -26,6 +26,7 @@ from perdure.turn_control.fair_gate import (
     FairGate,
 )
 from storage.bus import ChunkBus
+from storage.busy_session import Effects
 from storage.db import Database
 from storage.intake import NewSubmission, RecentPath, SubmitOutcome, submit
 from storage.stops import StopRecord, record_stop
@@ -128,7 +129,7 @@ class SubmissionLifecycle:
                 if outcome.created:  # a repeated request leaves the original's turn alone
                     await self._withdraw(submission)
                 raise
-        await self._carry_out(outcome)
+        await self._carry_out(outcome.effects)
 
     async def start(self, submission: SubmissionRow, *, eager: bool = False) -> None:
         """Idempotent: attaches to a running workflow and never restarts a finished one."""
@@ -162,12 +163,20 @@ class SubmissionLifecycle:
         for submission in submissions:
             await self._signal(submission, SKIP_SIGNAL)
 
-    async def stop(self, *, session_id: str, submission_id: str | None = None) -> StopRecord:
+    async def stop(
+        self, *, session_id: str, submission_id: str | None = None, drop_steering: bool = False
+    ) -> StopRecord:
         """Stop the submission (or the session's running turn): record the stop, then cancel
         through Temporal (storage/stops.py says why the record comes first). Once recorded it
         holds: when Temporal cannot take the cancellation now, the turn stops at its next step
-        and the reconciler sends the cancellation again, so the answer is still `stopped`."""
-        record = await record_stop(self._db, session_id=session_id, submission_id=submission_id)
+        and the reconciler sends the cancellation again, so the answer is still `stopped`.
+        `drop_steering`: the steering messages waiting for the stopped turn end unrun."""
+        record = await record_stop(
+            self._db,
+            session_id=session_id,
+            submission_id=submission_id,
+            drop_steering=drop_steering,
+        )
         if record.verdict != "stopped" or record.submission is None:
             return record
         if self._head_start is not None:
@@ -181,6 +190,7 @@ class SubmissionLifecycle:
                 record.submission.id,
                 error,
             )
+        await self._carry_out(Effects(skip=record.dropped_steering))
         return record
 
     async def cancel(self, submission_id: str) -> None:
@@ -196,11 +206,11 @@ class SubmissionLifecycle:
         )
         await self._deadline(call, patient=patient)
 
-    async def _carry_out(self, outcome: SubmitOutcome) -> None:
-        """What the session's concurrency strategy asked: stop the running turn, skip queued
-        ones. Both are recorded in the store already (a marked submission is never admitted),
-        so a failure here leaves a turn running to its end, never a wrong one started."""
-        effects = outcome.effects
+    async def _carry_out(self, effects: Effects) -> None:
+        """What the session's concurrency strategy (or a stop's `drop_steering`) asked: stop
+        the running turn, skip queued ones. Both are recorded in the store already (a marked
+        submission is never admitted), so a failure here leaves a turn running to its end,
+        never a wrong one started."""
         calls = [partial(self.cancel, submission_id) for submission_id in effects.cancel]
         calls += [partial(self._signal, row, SKIP_SIGNAL) for row in effects.skip]
         for call in calls:
