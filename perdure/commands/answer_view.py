@@ -19,6 +19,8 @@ from rich.markdown import Markdown
 from rich.segment import Segment
 from rich.text import Text
 
+from perdure.domain.steering import STEER_PART, steer_text
+
 LINE_CHARS = 120
 """Tool inputs and results are cut to one line of about this many characters."""
 REFRESHES_PER_SECOND = 12
@@ -142,6 +144,12 @@ def recovery_line(data: dict[str, Any]) -> LineBlock:
     return LineBlock(f"↻ the answer was interrupted and is recovering{of}…", style="yellow")
 
 
+def steering_line(part: dict[str, Any]) -> LineBlock:
+    """A steering message where it joined the answer: the user's words, as the prompt shows
+    them."""
+    return LineBlock(f"› {steer_text(part)}", style="bold")
+
+
 class Answer:
     """Folds chunks into blocks, as the AI SDK folds them into parts."""
 
@@ -178,6 +186,8 @@ class Answer:
             self.blocks.append(failure_line(str(chunk.get("errorText", ""))))
         elif kind == "tool-output-denied":
             self.blocks.append(denied_line(chunk.get("reason")))
+        elif kind == STEER_PART:
+            self.blocks.append(steering_line(chunk))
         elif kind == "data-sub-agent":
             data = mapping(chunk.get("data"))
             self.blocks.append(
@@ -312,6 +322,8 @@ def message_blocks(message: dict[str, Any]) -> list[Block]:
             blocks.append(ReasoningBlock(str(part.get("text", ""))))
         elif kind.startswith("tool-") or kind == "dynamic-tool":
             blocks.extend(_tool_part_blocks(part, kind))
+        elif kind == STEER_PART:
+            blocks.append(steering_line(part))
     metadata = mapping(message.get("metadata"))
     if metadata.get("status") == "aborted":
         blocks.append(stopped_line(None))

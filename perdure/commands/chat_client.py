@@ -15,6 +15,7 @@ import perdure.commands.line_editing as line_editing
 from perdure.commands.answer_view import LiveView, PlainView, message_renderable, one_line
 from perdure.commands.chat_turn import Approval, ApprovalAnswer, Asker, TurnEnd, TurnFollower
 from perdure.commands.gateway_client import Gateway, GatewayError
+from perdure.domain.steering import joined_submission
 
 HISTORY_MESSAGES = 6
 """The last messages shown when a chat is taken up again."""
@@ -26,6 +27,8 @@ ACTIVE_STATUSES = ("streaming", "waiting")
 class ChatOptions:
     session: str | None
     agent: str | None
+    steer: bool = False
+    """`-m` joins the chat's running answer (`"concurrency": "steer"`)."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,11 @@ def one_shot(gateway: Gateway, options: ChatOptions, text: str) -> int:
         ask=ask_at(console) if console.is_terminal and sys.stdin.isatty() else None,
     )
     try:
-        end = follower.send(text, agent=chat.agent)
+        end = follower.send(text, agent=chat.agent, concurrency="steer" if options.steer else None)
+        joined = joined_submission(end.detail) if end.how == "abort" else None
+        if joined is not None:
+            # Its own stream ends there; the answer it joined goes on, and answers it.
+            end = follower.follow(joined)
     except KeyboardInterrupt:
         return 130
     finally:

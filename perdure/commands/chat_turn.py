@@ -76,7 +76,9 @@ class TurnFollower:
     """Requested and not yet answered, by approval id, in the order asked."""
     _calls: dict[str, tuple[str, Any]] = field(default_factory=dict)
 
-    def send(self, text: str, *, agent: str | None = None) -> TurnEnd:
+    def send(
+        self, text: str, *, agent: str | None = None, concurrency: str | None = None
+    ) -> TurnEnd:
         body: dict[str, Any] = {
             "id": self.chat_id,
             "trigger": "submit-message",
@@ -84,11 +86,18 @@ class TurnFollower:
         }
         if agent is not None:
             body["agent"] = agent
+        if concurrency is not None:
+            body["concurrency"] = concurrency
 
         def post() -> AbstractContextManager[AnswerStream | None]:
             return self.gateway.stream("POST", "/api/chat", body=body)
 
         return self._drive(post)
+
+    def follow(self, submission_id: str) -> TurnEnd:
+        """Follow one submission's answer from its start (a turn a steering message joined)."""
+        self.submission_id, self.last_event_id, self.last_chunk = submission_id, None, None
+        return self._drive(self._submission_stream)
 
     def join(self) -> TurnEnd:
         """Follow the session's active answer from its start (a turn that runs or waits)."""

@@ -83,6 +83,12 @@ def add_client_commands(commands: "argparse._SubParsersAction[argparse.ArgumentP
         metavar="TEXT",
         help="send TEXT, print the answer and exit: 0 when the turn finishes, 1 otherwise",
     )
+    chat.add_argument(
+        "--steer",
+        action="store_true",
+        help="with -m and --session: the message joins the chat's running answer at its next "
+        "step (else it is answered next); the answer it joined is shown",
+    )
 
     sessions = commands.add_parser("sessions", help="list, show or delete chats")
     actions = sessions.add_subparsers(dest="action", required=True)
@@ -139,7 +145,10 @@ def run_client_command(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     try:
         if args.command == "chat":
-            options = ChatOptions(session=args.session, agent=args.agent)
+            if args.steer and (args.message is None or args.session is None):
+                sys.stderr.write("perdure chat: --steer goes with -m TEXT and --session ID\n")
+                return 2
+            options = ChatOptions(session=args.session, agent=args.agent, steer=args.steer)
             if args.message is not None:
                 return one_shot(gateway, options, args.message)
             return interactive(gateway, options)

@@ -8,6 +8,8 @@ from typing import Any
 import httpx
 
 from perdure.testing.chat_client import counting, read_stream, send
+from perdure.testing.stack import Stack
+from tests.e2e.terminal import run_perdure
 from tests.e2e.test_concurrency import LONG, start_long_turn, status_of, submission, submit
 
 TOOL_LOOP = '@tool wait {"seconds": 1.5}'
@@ -22,9 +24,11 @@ def calling_a_tool(chunk: dict[str, Any]) -> bool:
     return bool(chunk["type"] == "tool-input-available")
 
 
-async def start_tool_loop(http: httpx.AsyncClient, session: str) -> "asyncio.Task[Any]":
+async def start_tool_loop(
+    http: httpx.AsyncClient, session: str, loop: str = TOOL_LOOP
+) -> "asyncio.Task[Any]":
     """The turn, followed to its end in the background; returns once its tool runs."""
-    answer = asyncio.create_task(send(http, session, TOOL_LOOP))
+    answer = asyncio.create_task(send(http, session, loop))
     async with asyncio.timeout(30):
         while True:
             seen = await read_stream(
@@ -158,3 +162,27 @@ async def test_steering_is_refused_for_what_cannot_join_a_turn(http: httpx.Async
 
     assert again.status_code == 422
     assert "steer" in again.text
+
+
+async def test_the_cli_steers_a_running_answer_and_prints_the_answer_it_joined(
+    stack: Stack, http: httpx.AsyncClient
+) -> None:
+    session = new_session()
+    # Long enough for the command to start and send while the tool runs.
+    answer = await start_tool_loop(http, session, '@tool wait {"seconds": 8}')
+
+    status, out, err = await run_perdure(
+        "chat", "--url", stack.url, "--session", session, "--steer", "-m", "@count 3 steered"
+    )
+
+    assert (status, out) == (0, counting(3) + "\n"), err
+    streamed = await answer
+    steered = [c for c in streamed.chunks if c["type"] == "data-steer"]
+    assert [c["data"]["message"]["parts"][0]["text"] for c in steered] == ["@count 3 steered"]
+
+
+async def test_the_cli_refuses_to_steer_without_a_chat_and_a_message(stack: Stack) -> None:
+    status, _, err = await run_perdure("chat", "--url", stack.url, "--steer", "-m", "hi")
+
+    assert status == 2
+    assert "--steer goes with -m TEXT and --session ID" in err
