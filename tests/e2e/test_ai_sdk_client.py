@@ -43,4 +43,4 @@ async def test_the_ai_sdk_chat_client_sends_resumes_stops_and_answers_parked_tur
     assert process.returncode == 0, report
     assert "ℹ fail 0" in report, report
     assert "ℹ skipped 0" in report, report
-    assert "ℹ pass 10" in report, report
+    assert "ℹ pass 11" in report, report
