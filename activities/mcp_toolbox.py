@@ -7,10 +7,12 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from activities.mcp_input import STATE_ONLY_ROUNDS, InputRound, responses_of
+from activities.mcp_results import call_output, state_only
 from perdure.domain.conversation import ToolSpec
 from perdure.mcp_servers import McpServer, ServerKey, exposed_name
 from perdure.tools import ToolContext
@@ -19,7 +21,6 @@ if TYPE_CHECKING:  # the SDK is imported at the worker's start (`import_mcp_sdk`
     from mcp import Client
     from mcp.client.session import IncomingMessage
     from mcp.client.stdio import StdioServerParameters
-    from mcp.types import CallToolResult
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,8 @@ class McpTool:
     idempotent: bool
     needs_approval: bool
     approval_timeout: timedelta
+    answers: InputRound | None = None
+    """The person's answers to the server's last questions, sent with this call's retry."""
 
     @property
     def spec(self) -> ToolSpec:
@@ -60,8 +63,13 @@ class McpTool:
     async def approval_needed(self, arguments: dict[str, Any], context: ToolContext) -> bool:
         return self.needs_approval
 
+    def answering(self, answers: InputRound) -> "McpTool":
+        """This tool, its next call sending `answers` (docs/mcp.md#input-required)."""
+        return replace(self, answers=answers)
+
     async def invoke(self, owner: object, arguments: dict[str, Any], context: ToolContext) -> Any:
-        return await self.toolbox.call(self.server, self.remote_name, arguments)
+        """The output, or `InputAsked` when the server asks a person first."""
+        return await self.toolbox.call(self.server, self.remote_name, arguments, self.answers)
 
 
 @dataclass(frozen=True)
@@ -293,18 +301,36 @@ class McpToolbox:
             approval_timeout=server.approval_timeout,
         )
 
-    async def call(self, server: McpServer, tool: str, arguments: dict[str, Any]) -> Any:
+    async def call(
+        self,
+        server: McpServer,
+        tool: str,
+        arguments: dict[str, Any],
+        answers: InputRound | None = None,
+    ) -> Any:
+        """The tool's output, or the questions the server asks a person (`InputAsked`)."""
         client = await self._client(server)
+        state = answers.request_state if answers else None
+        responses = responses_of(answers.answers) if answers else None
         try:
-            result = await client.call_tool(
-                tool, arguments, read_timeout_seconds=_seconds(server.call_timeout)
-            )
+            for _ in range(STATE_ONLY_ROUNDS):
+                result = await client.session.call_tool(
+                    tool,
+                    arguments,
+                    read_timeout_seconds=_seconds(server.call_timeout),
+                    input_responses=responses,
+                    request_state=state,
+                    allow_input_required=True,
+                )
+                state, responses = state_only(result), None
+                if state is None:
+                    break
         except Exception as error:
             await self._drop(server)  # the next call connects again
             raise McpServerError(
                 f"MCP server {server.name}: {type(error).__name__}: {error}"
             ) from error
-        return _output(server, tool, result)
+        return call_output(server, tool, result)
 
     async def _client(self, server: McpServer) -> "Client":
         down = self._down.get(server.key)
@@ -391,25 +417,6 @@ def import_mcp_sdk() -> None:
     import mcp.client.stdio
     import mcp.client.streamable_http
     import mcp.types  # noqa: F401
-
-
-class McpToolFailed(Exception):
-    """The server ran the tool and reported an error (its text goes to the model)."""
-
-
-def _output(server: McpServer, tool: str, result: "CallToolResult") -> Any:
-    from mcp.types import TextContent
-
-    texts = [item.text for item in result.content if isinstance(item, TextContent)]
-    if result.is_error:
-        raise McpToolFailed(
-            f"MCP server {server.name}: tool {tool} failed: {'; '.join(texts) or 'no reason given'}"
-        )
-    if result.structured_content is not None:
-        return result.structured_content
-    if len(texts) == len(result.content):
-        return "\n".join(texts)
-    return [item.model_dump(mode="json", exclude_none=True) for item in result.content]
 
 
 def _unique(server: McpServer, tools: list[McpTool]) -> list[McpTool]:

@@ -1,4 +1,5 @@
-"""Park and resume: a turn that waits for approvals or client tool outputs.
+"""Park and resume: a turn that waits for approvals, client tool outputs or a person's
+answers to an MCP server's questions (`input`).
 
 Parking ends the client's stream (`finish`, reason `tool-calls`) and records what the turn
 waits on; the workflow then waits with no activity running. Resuming opens the same message
@@ -18,6 +19,7 @@ from activities.client_tools import turn_client_tools
 from activities.events import emit
 from activities.turn_tools import ToolSources, turn_tools
 from perdure.agent import Agent
+from perdure.domain.input_requests import input_request_chunk
 from perdure.domain.names import PARK_TURN_ACTIVITY, RESUME_TURN_ACTIVITY
 from perdure.domain.payloads import (
     ParkTurnInput,
@@ -35,6 +37,7 @@ from perdure.domain.ui import Chunk
 from perdure.tools import ClientTool, Tool, capped_output
 from storage.bus import ChunkBus
 from storage.chunks import append_chunks, load_log
+from storage.input_waits import pending_inputs, questions_of
 from storage.submission_reads import get_submission
 from storage.tables import ToolWaitRow
 from storage.timing import now
@@ -55,10 +58,24 @@ def _request(
     offered: Mapping[str, Tool],
     client_tools: dict[str, ClientTool],
     part: dict[str, Any],
+    asked: Mapping[str, ToolWaitRow],
 ) -> WaitRequest:
     call_id = str(part["toolCallId"])
     name = str(part["type"]).removeprefix("tool-")
     kind: WaitKind
+    question = asked.get(call_id)
+    if question is not None:
+        # Recorded with its question by the tool activity (an approved call's part still
+        # reads `approval-requested`, so this comes first).
+        return WaitRequest(
+            wait_id=question.id,
+            kind="input",
+            tool_call_id=call_id,
+            tool_name=question.tool_name,
+            input=question.input,
+            timeout_seconds=question.expires_at - question.requested_at,
+            round=question.round,
+        )
     if part.get("state") == "approval-requested":
         kind, wait_id = "approval", str(part["approval"]["id"])
         definition = offered.get(name)
@@ -106,8 +123,9 @@ class ParkTurnActivity(AgentActivity):
                 raise submission_gone(turn.turn.submission_id)
             offered = (await turn_tools(agent, self.toolbox)).tools
             client_tools = turn_client_tools(agent, submission, offered)
+            asked = await pending_inputs(self.db, submission_id=turn.turn.submission_id)
             requests = [
-                _request(agent, offered, client_tools, part)
+                _request(agent, offered, client_tools, part, asked)
                 for part in reduction.awaiting_parts()
                 if part["toolCallId"] in turn.tool_call_ids
             ]
@@ -143,9 +161,10 @@ class ParkTurnActivity(AgentActivity):
 
 
 def _settling(row: ToolWaitRow, part: dict[str, Any], agent: Agent) -> Chunk | None:
-    """The chunk an answer writes into the log; None for an approved call (its tool runs)."""
+    """The chunk an answer writes into the log; None for an approved call, or an answered
+    question (its tool runs, sending the answer)."""
     call_id = row.tool_call_id
-    if row.status == "approved":
+    if row.status == "approved" or (row.kind == "input" and row.status == "answered"):
         return None
     if row.status == "answered":
         if row.error_text is not None:
@@ -158,7 +177,22 @@ def _settling(row: ToolWaitRow, part: dict[str, Any], agent: Agent) -> Chunk | N
     reason = row.reason or EXPIRED_REASON
     if row.kind == "client":
         return tool_error_chunk(call_id, f"The client sent no output: {reason}.")
+    if row.kind == "input":
+        return tool_error_chunk(call_id, f"Nobody answered the MCP server's question: {reason}.")
     return denied_chunk(call_id, reason)
+
+
+def _question_ended(row: ToolWaitRow) -> Chunk:
+    """The question's data part again, saying how its wait ended (a client stops asking)."""
+    answers = row.output if row.status == "answered" and isinstance(row.output, dict) else {}
+    return input_request_chunk(
+        wait_id=row.id,
+        tool_call_id=row.tool_call_id,
+        tool_name=row.tool_name,
+        questions=questions_of(row),
+        status="answered" if row.status == "answered" else "expired",
+        actions={key: answer.get("action") for key, answer in answers.items()},
+    )
 
 
 @dataclass(kw_only=True, eq=False)
@@ -210,6 +244,8 @@ def _resumption(
         part = reduction.tool_part(row.tool_call_id)
         if part is None or is_settled(part):
             continue
+        if row.kind == "input":
+            chunks.append(_question_ended(row))
         settling = _settling(row, part, agent)
         if settling is not None:
             chunks.append(settling)

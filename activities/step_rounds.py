@@ -8,7 +8,8 @@ tool activity's, so the client, the store and a recovery see the same chunks.
 
 Bounded three ways: the agent's `step_tool_rounds` per step, `ROUND_TOOL_SECONDS` for one
 round's calls (past it they are cancelled and handed to the workflow, which runs each as its
-own activity: they are idempotent), and `STEP_ROUNDS_SECONDS` for a step's rounds in all, so a
+own activity: they are idempotent; so is a call whose MCP server asks a person first, as only
+the workflow can wait for the answer), and `STEP_ROUNDS_SECONDS` for a step's rounds in all, so a
 step stays well within its activity's timeout. A worker that dies meanwhile loses nothing: the
 step's next attempt goes on from the log (a call without its output is run again as an
 activity, as after any crash).
@@ -17,6 +18,7 @@ activity, as after any crash).
 import asyncio
 from collections.abc import Mapping
 
+from activities.mcp_input import InputAsked
 from activities.step_run import StepRun
 from activities.tool_invocation import invoke_tool, tool_context
 from perdure.agent import Agent
@@ -26,6 +28,7 @@ from perdure.tools import Tool
 
 ROUND_TOOL_SECONDS = 30.0
 STEP_ROUNDS_SECONDS = 120.0
+_Running = asyncio.Task[Chunk | InputAsked]
 CANCEL_SECONDS = 5.0
 """How long cancelled calls get to end (a tool that ignores its cancellation is left)."""
 
@@ -51,9 +54,10 @@ def calls_for_the_step(
 
 async def run_round(run: StepRun, tools: Mapping[str, Tool], calls: list[ToolCallRef]) -> bool:
     """Run `calls` at once and log each output; False when some did not end within
-    `ROUND_TOOL_SECONDS` (they are cancelled, their calls left for the workflow)."""
+    `ROUND_TOOL_SECONDS` (they are cancelled) or ask a person first: their calls are left for
+    the workflow."""
     reduction = run.steplog.reduction
-    running: list[asyncio.Task[Chunk]] = []
+    running: list[_Running] = []
     for call in calls:
         part = reduction.tool_part(call.tool_call_id)
         if part is None:
@@ -69,11 +73,13 @@ async def run_round(run: StepRun, tools: Mapping[str, Tool], calls: list[ToolCal
         await _cancelled(running)  # a stop: no tool of the step goes on after it
         raise
     await _cancelled(late)
-    run.steplog.add([task.result() for task in running if task.done() and not task.cancelled()])
-    return not late
+    ended = [task.result() for task in running if task.done() and not task.cancelled()]
+    settled = [chunk for chunk in ended if not isinstance(chunk, InputAsked)]
+    run.steplog.add(settled)
+    return not late and len(settled) == len(ended)
 
 
-async def _cancelled(tasks: "list[asyncio.Task[Chunk]] | set[asyncio.Task[Chunk]]") -> None:
+async def _cancelled(tasks: "list[_Running] | set[_Running]") -> None:
     """Cancel `tasks` and wait, bounded, until they have ended."""
     for task in tasks:
         task.cancel()

@@ -1,4 +1,5 @@
-"""The tool activity: run one tool call the model made, and log its result."""
+"""The tool activity: run one tool call the model made, and log its result (or the question
+its MCP server asks a person first: a wait the turn parks on, docs/mcp.md#input-required)."""
 
 from dataclasses import dataclass
 
@@ -7,11 +8,14 @@ from temporalio.exceptions import ApplicationError
 
 from activities._support import heartbeating, refuse_if_stopped, submission_gone
 from activities.base import AgentActivity, fenced
+from activities.input_rounds import CallRounds, call_rounds, record_asked
+from activities.mcp_input import InputAsked
+from activities.mcp_toolbox import McpTool
 from activities.model_step import stash_writer, turn_context
 from activities.tool_invocation import invoke_tool, tool_context
 from activities.turn_tools import ToolSources, turn_tools
 from perdure.domain.names import RUN_TOOL_ACTIVITY
-from perdure.domain.payloads import RunToolInput
+from perdure.domain.payloads import RunToolInput, RunToolResult
 from perdure.domain.reducer import reduce_chunks
 from perdure.domain.repair import is_settled
 from perdure.domain.turn_chunks import tool_error_chunk
@@ -31,23 +35,33 @@ class ToolCallActivity(AgentActivity):
     toolbox: ToolSources
 
     @activity.defn(name=RUN_TOOL_ACTIVITY)
-    async def run_tool(self, call: RunToolInput) -> None:
+    async def run_tool(self, call: RunToolInput) -> RunToolResult:
         async with heartbeating():
             with fenced():
                 writer = await self.claim(call.turn.assistant_message_id)
-                chunk = await self._run(call)
-                if chunk is None:
-                    return
-                await append_chunks(
-                    self.db,
-                    message_id=call.turn.assistant_message_id,
-                    chunks=[chunk],
-                    writer=writer,
-                )
+                rounds = await call_rounds(self.db, call)
+                if rounds.waiting:
+                    return RunToolResult(asked=True)  # an earlier attempt logged the question
+                outcome = await self._run(call, rounds)
+                if outcome is None:
+                    return RunToolResult()
+                if isinstance(outcome, InputAsked):
+                    await record_asked(
+                        self.db, call, asked=outcome, round=rounds.asked + 1, writer=writer
+                    )
+                else:
+                    await append_chunks(
+                        self.db,
+                        message_id=call.turn.assistant_message_id,
+                        chunks=[outcome],
+                        writer=writer,
+                    )
             self.bus.publish(call.turn.assistant_message_id)
+        return RunToolResult(asked=isinstance(outcome, InputAsked))
 
-    async def _run(self, call: RunToolInput) -> Chunk | None:
-        """The chunk that settles the call, or None when an earlier attempt settled it."""
+    async def _run(self, call: RunToolInput, rounds: CallRounds) -> Chunk | InputAsked | None:
+        """The chunk that settles the call, what its server asks first, or None when an
+        earlier attempt settled it."""
         agent = self.agent(call.turn.agent)
         reduction = reduce_chunks(
             await load_log(self.db, message_id=call.turn.assistant_message_id)
@@ -75,6 +89,8 @@ class ToolCallActivity(AgentActivity):
         refuse_if_stopped(submission)
         bind_ids(tenant_id=submission.tenant_id)
         context = tool_context(turn_context(agent, submission), call.tool_call_id)
+        if isinstance(definition, McpTool) and rounds.answers is not None:
+            definition = definition.answering(rounds.answers)  # the person's, from the store
         token = bind_stash(stash_writer(self.db, call.turn.submission_id))
         try:
             if definition is None:

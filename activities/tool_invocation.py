@@ -1,8 +1,10 @@
 """Running one tool call the model made: its output, or the error the model is told, as the
-chunk that settles the call. One owner for the tool activity and the rounds a step runs."""
+chunk that settles the call (or the questions its MCP server asks a person first). One owner
+for the tool activity and the rounds a step runs."""
 
 from typing import Any
 
+from activities.mcp_input import InputAsked
 from perdure.agent import Agent, TurnContext
 from perdure.domain.turn_chunks import tool_error_chunk
 from perdure.domain.ui import Chunk
@@ -27,8 +29,9 @@ async def invoke_tool(
     name: str,
     part: dict[str, Any],
     context: ToolContext,
-) -> Chunk:
-    """The chunk that settles the call `part` (its tool part in the log)."""
+) -> Chunk | InputAsked:
+    """The chunk that settles the call `part` (its tool part in the log), or what its MCP
+    server asks before it answers (nothing settles the call yet)."""
     call_id = context.tool_call_id
     raw_input = part.get("input")
     arguments: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
@@ -38,6 +41,8 @@ async def invoke_tool(
         except Exception as error:  # noqa: BLE001 - a tool's failure is told to the model
             span.failed(error)
             return tool_error_chunk(call_id, f"{type(error).__name__}: {error}")
+    if isinstance(output, InputAsked):
+        return output
     return {
         "type": "tool-output-available",
         "toolCallId": call_id,

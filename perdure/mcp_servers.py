@@ -35,7 +35,9 @@ class McpServer:
     idempotent unless it matches `not_idempotent`, which wins over `idempotent` too (its hints
     are the server's word: `not_idempotent=("*",)` ignores them). `list_max_age`: how long a
     worker keeps a tool list before reading it again (and whenever it connects again).
-    `call_timeout`: a call that takes longer is a tool error for the model.
+    `call_timeout`: a call that takes longer is a tool error for the model. `input_timeout`:
+    how long a turn waits for a person to answer a question the server asks mid-call (the
+    2026-07-28 `input_required` result; docs/mcp.md#input-required).
     """
 
     name: str
@@ -51,6 +53,9 @@ class McpServer:
     list_max_age: timedelta = timedelta(minutes=5)
     call_timeout: timedelta = timedelta(seconds=60)
     approval_timeout: timedelta = timedelta(days=7)
+    input_timeout: timedelta = timedelta(minutes=10)
+    """The MCP SDK's default lifetime of a server's request state: an answer later than the
+    server keeps its state is refused by the server anyway."""
 
     def __post_init__(self) -> None:
         where = f"MCP server {self.name!r}"
@@ -84,6 +89,7 @@ class McpServer:
             ("list_max_age", self.list_max_age, timedelta(days=1)),
             ("call_timeout", self.call_timeout, timedelta(minutes=10)),
             ("approval_timeout", self.approval_timeout, timedelta(days=365)),
+            ("input_timeout", self.input_timeout, timedelta(days=365)),
         ):
             if not timedelta(0) < limit <= most:
                 raise ValueError(f"{where}: {label} must be above 0 and at most {most}")

@@ -170,27 +170,33 @@ class IncidentRow(SQLModel, table=True):
 
 
 class ToolWaitRow(SQLModel, table=True):
-    """A tool call a parked turn waits on: an approval, or a client-side tool's output.
+    """A tool call a parked turn waits on: an approval, a client-side tool's output, or a
+    person's answer to its MCP server's question (`input`, one row per round the server asks).
 
     Status `pending` until answered: `approved` / `denied` (approvals), `answered` (client
-    outputs), `expired` (no answer in time) or `cancelled` (the turn ended first)."""
+    outputs, inputs), `expired` (no answer in time) or `cancelled` (the turn ended first)."""
 
     __tablename__ = "tool_waits"
     __table_args__ = (
-        UniqueConstraint("submission_id", "tool_call_id", name="uq_tool_wait_call"),
+        UniqueConstraint(
+            "submission_id", "tool_call_id", "kind", "round", name="uq_tool_wait_call_round"
+        ),
         Index("ix_tool_waits_session", "session_id", "status"),
     )
 
     id: str = Field(primary_key=True, max_length=64)
     """The `approvalId` the client sees (approvals); server-made and unguessable."""
     kind: str = Field(max_length=16)
-    """`approval` or `client`."""
+    """`approval`, `client` or `input`."""
     tenant_id: str = Field(max_length=200)
     session_id: str = Field(max_length=200)
     submission_id: str = Field(max_length=64)
     tool_call_id: str = Field(max_length=200)
     tool_name: str = Field(max_length=200)
+    round: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    """`input`: the how-manieth question of the call (1, 2, …); 0 for the other kinds."""
     input: Any = Field(default=None, sa_column=Column(JSON, nullable=True))
+    """The call's arguments; `input`: the questions and the server's request state."""
     status: str = Field(max_length=16)
     approved: bool | None = None
     reason: str | None = None

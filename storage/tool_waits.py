@@ -1,8 +1,10 @@
-"""Tool waits: the approvals and client tool outputs a parked turn waits on.
+"""Tool waits: the approvals, client tool outputs and MCP servers' questions (`input`) a
+parked turn waits on.
 
-A row turns `pending` in the transaction that writes the park's `finish` chunk, and leaves
-`pending` exactly once: answered (`approved`, `denied`, `answered`), `expired` or `cancelled`.
-So an answer is accepted only while its turn really waits for it, and a late answer, a
+A row turns `pending` in the transaction that writes the park's `finish` chunk (an `input`
+row: in the one that logs the question, storage/input_waits.py, just before its turn parks),
+and leaves `pending` exactly once: answered (`approved`, `denied`, `answered`), `expired` or
+`cancelled`. So an answer is accepted only while its turn waits for it, and a late answer, a
 repeated one or a forged one changes nothing.
 """
 
@@ -43,6 +45,10 @@ def new_client_wait_id() -> str:
     return f"wait_{uuid.uuid4().hex}"
 
 
+def new_input_wait_id() -> str:
+    return f"input_{uuid.uuid4().hex}"
+
+
 @dataclass(frozen=True)
 class WaitRequest:
     """A call the turn parks on, as the park activity found it in the log."""
@@ -53,6 +59,7 @@ class WaitRequest:
     tool_name: str
     input: Any
     timeout_seconds: float
+    round: int = 0
 
 
 async def park(
@@ -73,14 +80,14 @@ async def park(
         if submission is None:
             raise LookupError(f"submission {submission_id} is gone")
         existing = {
-            row.tool_call_id: row
+            (row.tool_call_id, row.kind, row.round): row
             for row in session.exec(
                 select(ToolWaitRow).where(ToolWaitRow.submission_id == submission_id)
             ).all()
         }
         rows: list[ToolWaitRow] = []
         for request in requests:
-            row = existing.get(request.tool_call_id)
+            row = existing.get((request.tool_call_id, request.kind, request.round))
             if row is None:
                 row = ToolWaitRow(
                     id=request.wait_id,
@@ -112,11 +119,12 @@ async def park(
 
 @dataclass(frozen=True)
 class WaitAnswer:
-    """One answer: to an approval (by its id) or to a client tool call (by the call's id)."""
+    """One answer: to an approval or an input (by its id), or to a client tool call (by the
+    call's id)."""
 
     kind: WaitKind
     key: str
-    """The approval id, or the tool call id of a client tool."""
+    """The approval or input wait id, or the tool call id of a client tool."""
     approved: bool | None = None
     reason: str | None = None
     output: Any = None
@@ -136,13 +144,14 @@ class Answered:
 
 
 def _status_for(answer: WaitAnswer) -> str:
-    if answer.kind == "client":
+    if answer.kind in ("client", "input"):
         return "answered"
     return "approved" if answer.approved else "denied"
 
 
 def _row_for(session: Session, tenant_id: str, session_id: str, answer: WaitAnswer) -> ToolWaitRow:
-    key = col(ToolWaitRow.id) if answer.kind == "approval" else col(ToolWaitRow.tool_call_id)
+    by_id = answer.kind in ("approval", "input")
+    key = col(ToolWaitRow.id) if by_id else col(ToolWaitRow.tool_call_id)
     found = (
         session.exec(
             select(ToolWaitRow)
@@ -157,7 +166,7 @@ def _row_for(session: Session, tenant_id: str, session_id: str, answer: WaitAnsw
         )
     ).first()
     if found is None:
-        what = "approval" if answer.kind == "approval" else "client tool call"
+        what = _WHAT[answer.kind]
         raise WaitNotFound(f"no {what} {answer.key!r} in this session")  # not its storage key
     return found
 
@@ -191,8 +200,17 @@ async def answer_waits(
     return await db.transact(record)
 
 
+_WHAT: dict[str, str] = {
+    "approval": "approval",
+    "client": "client tool call",
+    "input": "input request",
+}
+
+
 def _closed_because(row: ToolWaitRow) -> str:
-    name = f"approval {row.id}" if row.kind == "approval" else f"tool call {row.tool_call_id}"
+    name = (
+        f"tool call {row.tool_call_id}" if row.kind == "client" else f"{_WHAT[row.kind]} {row.id}"
+    )
     if row.status in ANSWERED:
         return f"{name} was already answered differently ({row.status})"
     if row.status == "expired":

@@ -2,6 +2,7 @@
 
 import socket
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 from perdure import Agent, McpServer
@@ -49,6 +50,43 @@ class McpApprovalAgent(Agent):
             command=CALC.command,
             env_from_env=CALC.env_from_env,
             needs_approval=["rec*"],
+        ),
+    )
+
+
+def calc_asking(input_timeout: timedelta) -> McpServer:
+    """The calc server whose `sign_up` asks a person, its request state sealed with a key from
+    the worker's environment (a server started again reads what the last one sealed)."""
+    return McpServer(
+        name="calc",
+        command=CALC.command,
+        env_from_env={**CALC.env_from_env, "CALC_STATE_KEY": "PERDURE_TEST_MCP_STATE_KEY"},
+        input_timeout=input_timeout,
+    )
+
+
+class McpInputAgent(Agent):
+    name = "mcp-input"
+    mcp_servers = (calc_asking(timedelta(minutes=10)),)
+
+
+class McpHastyInputAgent(Agent):
+    """Waits 2 s for an answer to the server's question."""
+
+    name = "mcp-input-hasty"
+    mcp_servers = (calc_asking(timedelta(seconds=2)),)
+
+
+class McpApprovedInputAgent(Agent):
+    """`sign_up` needs an approval first, then asks."""
+
+    name = "mcp-input-approve"
+    mcp_servers = (
+        McpServer(
+            name="calc",
+            command=CALC.command,
+            env_from_env=calc_asking(timedelta(minutes=10)).env_from_env,
+            needs_approval=["sign_up"],
         ),
     )
 

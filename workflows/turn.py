@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         ResumeTurnInput,
         ResumeTurnResult,
         RunToolInput,
+        RunToolResult,
         SubTurnInput,
         SubTurnStart,
         ToolCallRef,
@@ -287,11 +288,15 @@ class TurnWorkflow:
                 return BUDGET  # the calls stay unrun: no model would read their results
             # On a stop, gather cancels every tool activity and returns only once each has
             # acknowledged (WAIT_CANCELLATION_COMPLETED): nothing writes after `finish`.
-            await self._run_tools(turn, [call for call in result.tool_calls if not call.wait])
+            asked = await self._run_tools(
+                turn, [call for call in result.tool_calls if not call.wait]
+            )
             self._stop_at_boundary()
-            waits = [call for call in result.tool_calls if call.wait]
-            if waits:
-                await self._run_tools(turn, await self._park(turn, waits))
+            waits = [call for call in result.tool_calls if call.wait] + asked
+            # A call whose MCP server asks a person parks the turn as an approval does, then
+            # runs again (and may ask again). A turn that never asks parks once, as before.
+            while waits:
+                waits = await self._run_tools(turn, await self._park(turn, waits))
                 self._stop_at_boundary()
             if self._steps >= result.max_steps:
                 return BUDGET
@@ -301,15 +306,17 @@ class TurnWorkflow:
         model = f" · {self._model}" if self._model else ""
         return f"model step {self._steps} · agent {turn.turn.agent}{model}"
 
-    async def _run_tools(self, turn: TurnInput, calls: list[ToolCallRef]) -> None:
-        await asyncio.gather(
+    async def _run_tools(self, turn: TurnInput, calls: list[ToolCallRef]) -> list[ToolCallRef]:
+        """Run `calls` at once; the calls whose MCP server asks a person first."""
+        asked = await asyncio.gather(
             *(
                 self._run_sub_agent(turn, call) if call.sub_agent else self._run_tool(turn, call)
                 for call in calls
             )
         )
+        return [call for call, asking in zip(calls, asked, strict=True) if asking]
 
-    async def _run_sub_agent(self, turn: TurnInput, call: ToolCallRef) -> None:
+    async def _run_sub_agent(self, turn: TurnInput, call: ToolCallRef) -> bool:
         """The call's agent answers in a child turn, visible as this turn's child in Temporal;
         its answer streams into the call's output as it comes and ends as the call's result.
         Stopping this turn stops the child (cancelling the child's handle cancels it)."""
@@ -329,7 +336,7 @@ class TurnWorkflow:
         )
         child = started.child
         if child is None:
-            return
+            return False
         handle = await self._start_child(call, child, started.labels)
         relay = RelaySubTurnInput(
             call=sub_call,
@@ -347,6 +354,7 @@ class TurnWorkflow:
                 with contextlib.suppress(BaseException):
                     await handle  # the child ends (aborted) before this turn settles the call
             raise
+        return False
 
     async def _start_child(
         self, call: ToolCallRef, child: TurnInput, labels: TurnLabels | None
@@ -467,12 +475,15 @@ class TurnWorkflow:
                     timeout=timedelta(seconds=max(soonest, 0.001)),
                 )
 
-    async def _run_tool(self, turn: TurnInput, call: ToolCallRef) -> None:
+    async def _run_tool(self, turn: TurnInput, call: ToolCallRef) -> bool:
+        """True when the call's MCP server asks a person first (the turn parks on it)."""
         retry: RetryPolicy = policies.IDEMPOTENT_TOOL_RETRY if call.idempotent else policies.ONCE
         try:
-            await workflow.execute_activity(
+            # None from histories recorded before the activity returned a result.
+            result: RunToolResult | None = await workflow.execute_activity(
                 RUN_TOOL_ACTIVITY,
                 RunToolInput(turn=turn.turn, tool_call_id=call.tool_call_id),
+                result_type=RunToolResult,
                 start_to_close_timeout=policies.TOOL_TIMEOUT,
                 heartbeat_timeout=policies.HEARTBEAT_TIMEOUT,
                 retry_policy=retry,
@@ -484,3 +495,5 @@ class TurnWorkflow:
                 raise
             # The next model step settles the call as interrupted and tells the model.
             workflow.logger.warning("tool %s failed: %s", call.tool_name, _describe(failure))
+            return False
+        return result is not None and result.asked

@@ -1,4 +1,5 @@
-"""Out of band: list and answer the approvals and client tool calls a parked turn waits on."""
+"""Out of band: list and answer the approvals, client tool calls and MCP servers' questions
+(inputs) a parked turn waits on."""
 
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -7,14 +8,19 @@ from fastapi import APIRouter, Path
 
 from gateway.body_limits import body_limit, message_bytes
 from gateway.deps import DbDep, OwnedSessionDep, TemporalDep, TenantDep
+from gateway.input_answers import checked_input_answer
 from gateway.schemas.waits import (
     ApprovalAnswer,
     ApprovalPublic,
     ClientToolCallPublic,
     ClientToolOutput,
+    InputAnswerBody,
+    InputQuestionPublic,
+    InputRequestPublic,
     WaitAnswerResult,
 )
 from gateway.waits import record_answers
+from storage.input_waits import questions_of
 from storage.tables import ToolWaitRow
 from storage.tool_waits import WaitAnswer, list_pending
 
@@ -119,4 +125,49 @@ async def answer_client_call(
             )
         ],
     )
+    return _result(done.row, done.changed)
+
+
+@router.get(
+    "/{session_id}/inputs", summary="The MCP servers' questions the session's turn waits on"
+)
+async def pending_inputs(
+    session: OwnedSessionDep, db: DbDep, tenant: TenantDep
+) -> list[InputRequestPublic]:
+    rows = await list_pending(db, tenant_id=tenant, session_id=session.id, kind="input")
+    return [
+        InputRequestPublic(
+            waitId=row.id,
+            toolCallId=row.tool_call_id,
+            toolName=row.tool_name,
+            submissionId=row.submission_id,
+            round=row.round,
+            questions=[InputQuestionPublic(**question.public()) for question in questions_of(row)],
+            requestedAt=datetime.fromtimestamp(row.requested_at, UTC),
+            expiresAt=datetime.fromtimestamp(row.expires_at, UTC),
+        )
+        for row in rows
+    ]
+
+
+@router.post(
+    "/{session_id}/inputs/{wait_id}",
+    summary="Answer an MCP server's questions (accept, decline or cancel); the call goes on",
+)
+@body_limit(message_bytes)
+async def answer_input(
+    answer: InputAnswerBody,
+    session: OwnedSessionDep,
+    wait_id: WaitIdPath,
+    db: DbDep,
+    client: TemporalDep,
+    tenant: TenantDep,
+) -> WaitAnswerResult:
+    """One answer per question, keyed as asked; an accepted form's content must match its
+    schema (a 422 says what does not). As for approvals: a repeat is idempotent, a different
+    second answer, or one after the wait expired or its turn ended, is a 409."""
+    checked = await checked_input_answer(
+        db, tenant_id=tenant, session_id=session.id, wait_id=wait_id, body=answer
+    )
+    (done,) = await record_answers(db, client, tenant, session.id, [checked])
     return _result(done.row, done.changed)

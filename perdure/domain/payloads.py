@@ -66,7 +66,9 @@ class ModelStepInput(OfTurn):
     from a new one."""
 
 
-WaitKind = Literal["approval", "client"]
+WaitKind = Literal["approval", "client", "input"]
+"""What a parked call waits for: a person's approval, the client's output, or a person's
+answer to its MCP server's question (`input`)."""
 
 
 class ToolCallRef(BaseModel):
@@ -98,6 +100,14 @@ class ModelStepResult(BaseModel):
 
 class RunToolInput(OfTurn):
     tool_call_id: str
+
+
+class RunToolResult(BaseModel):
+    """Histories recorded before it carry no result (None): the call was settled."""
+
+    asked: bool = False
+    """The call's MCP server asks a person first: the turn parks on the call (kind `input`)
+    and runs it again with the answer."""
 
 
 class ParkTurnInput(OfTurn):

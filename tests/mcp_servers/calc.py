@@ -8,19 +8,34 @@ answering only requests that carry `Authorization: Bearer <token>` (401 otherwis
 how often a call really ran; `crash` ends the process mid-call, as a killed server does;
 `slow_lookup` is marked `readOnlyHint` (a worker may run it again after a crash); `learn` adds
 a tool and announces that the list changed, as each protocol version does; `pid`
-names the process (a spec kills it between turns); `fail` answers with `isError`.
+names the process (a spec kills it between turns); `fail` answers with `isError`;
+`sign_up` asks a person twice before it answers (the 2026-07-28 `input_required` result): a
+name, then a confirmation, its request state sealed with CALC_STATE_KEY when that is set (a
+restarted server reads what its predecessor sealed), else with a key of the process's own.
 """
 
+import json
 import os
 import sys
 from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ToolAnnotations
+from mcp.server.request_state import RequestStateSecurity
+from mcp.types import (
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+    ToolAnnotations,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-app = MCPServer("calc")
+STATE_KEY = os.environ.get("CALC_STATE_KEY")
+app = MCPServer(
+    "calc",
+    request_state_security=RequestStateSecurity(keys=[STATE_KEY]) if STATE_KEY else None,
+)
 
 
 @app.tool()
@@ -78,6 +93,36 @@ async def slow_lookup(text: str, seconds: float) -> str:
     if not seen:
         await anyio.sleep(seconds)
     return f"found {text}"
+
+
+def _ask(
+    key: str, message: str, field: str, kind: str, state: dict[str, str]
+) -> InputRequiredResult:
+    schema = {"type": "object", "properties": {field: {"type": kind}}, "required": [field]}
+    request = ElicitRequest(
+        params=ElicitRequestFormParams(message=message, requested_schema=schema)
+    )
+    return InputRequiredResult(input_requests={key: request}, request_state=json.dumps(state))
+
+
+@app.tool()
+async def sign_up(plan: str, ctx: Context) -> str | InputRequiredResult:
+    """Sign a person up for `plan`: asks their name, then to confirm; records the sign-up."""
+    answers = ctx.input_responses or {}
+    state: dict[str, str] = json.loads(ctx.request_state) if ctx.request_state else {}
+    answer = next(iter(answers.values()), None)
+    if isinstance(answer, ElicitResult) and answer.action != "accept":
+        return f"not signed up: {answer.action}"
+    if "name" in answers and isinstance(answer, ElicitResult) and answer.content:
+        name = str(answer.content["name"])
+        return _ask("confirm", f"Sign {name} up for {plan}?", "confirm", "boolean", {"name": name})
+    if "confirm" in answers and isinstance(answer, ElicitResult) and answer.content:
+        if answer.content.get("confirm") is not True:
+            return "not signed up: not confirmed"
+        with open(os.environ["CALC_RECORD_FILE"], "a") as file:
+            file.write(f"signed up {state['name']}\n")
+        return f"signed up {state['name']} for {plan}"
+    return _ask("name", "What is your name?", "name", "string", {})
 
 
 @app.tool()
