@@ -236,6 +236,44 @@ async def test_a_tool_call_shows_its_input_and_result(chat: ChatPage) -> None:
     assert chat.problems == [], "\n".join(chat.problems)
 
 
+async def test_a_message_typed_while_the_answer_works_steers_it_where_it_joined(
+    chat: ChatPage,
+) -> None:
+    await chat.open()
+    await chat.send('@tool wait {"seconds": 3}')
+    await expect(chat.page.locator('[data-tool="wait"]')).to_be_visible()
+
+    await chat.page.get_by_label("Message").fill("@count 3 steered")
+    await chat.button("Steer").click()
+
+    joined = chat.answers.last.locator(".steer")
+    await expect(joined).to_have_text("@count 3 steered")
+    await expect(chat.answer).to_have_text(count_to(3))
+    await expect(chat.page.locator("[data-steer-pending]")).to_have_count(0)
+    await expect(chat.answers).to_have_count(1)
+    await chat.shot("steered")
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
+async def test_a_message_typed_during_the_last_text_is_answered_next_on_the_page(
+    chat: ChatPage,
+) -> None:
+    await chat.open()
+    await chat.send("@count 20 @delay 100")
+    await expect(chat.answer).to_contain_text("1 2 3")
+
+    await chat.page.get_by_label("Message").fill("@count 2 next")
+    await chat.button("Steer").click()
+
+    await expect(chat.answers).to_have_count(2)
+    await expect(chat.answers.first.locator(".markdown")).to_have_text(count_to(20))
+    await expect(chat.answer).to_have_text(count_to(2))
+    users = chat.page.locator('article[data-role="user"]')
+    await expect(users.last.locator(".plain")).to_have_text("@count 2 next")
+    await expect(chat.button("Send")).to_be_visible()
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
 async def test_a_recovering_turn_shows_the_recovery_notice_and_its_answer_once(
     chat: ChatPage,
 ) -> None:

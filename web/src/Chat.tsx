@@ -15,6 +15,23 @@ import { MessageView, messageText, type MessageActions } from './MessageView';
 
 type Recovery = { attempt: number; maxAttempts: number; textAtNotice: number };
 
+/** A message sent while an answer streams (docs/api.md, "Steering a running turn"). */
+type Steering = { id: string; text: string };
+
+/** Those not shown yet: neither joined to an answer (a `data-steer` part) nor a turn's own. */
+function unjoined(messages: ChatMessage[], steering: Steering[]): Steering[] {
+  const shown = new Set<string>();
+  for (const message of messages) {
+    if (message.role === 'user') shown.add(message.id);
+    for (const part of message.parts) {
+      if (part.type === 'data-steer' && part.id) shown.add(part.id);
+    }
+  }
+  return steering.filter(each => !shown.has(each.id));
+}
+
+const newMessageId = () => `steer-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
+
 const STOP_GRACE_MS = 5000;
 
 const isBusy = (status: string) => status === 'submitted' || status === 'streaming';
@@ -76,6 +93,9 @@ function Conversation({
   const [recovery, setRecovery] = useState<Recovery>();
   const [stopping, setStopping] = useState(false);
   const [branchVersion, setBranchVersion] = useState(0);
+  const [steering, setSteering] = useState<Steering[]>([]);
+  const steeringRef = useRef(steering);
+  steeringRef.current = steering;
   const branchChanged = useRef(false);
   // The stock condition for client tool outputs also holds after a turn that ended with tool
   // results (stopped, say): only a continuation the user just answered is sent.
@@ -134,14 +154,34 @@ function Conversation({
     [chat, chatId],
   );
 
+  /** After an answer ended: steering messages it did not take are the next turn; follow it. */
+  const followSteering = useCallback(
+    async (synced: Promise<void>) => {
+      const next = unjoined(chat.messages, steeringRef.current).length > 0;
+      await synced;
+      if (next && !isBusy(chat.status)) await chat.resumeStream();
+    },
+    [chat],
+  );
+
   events.current = {
     finished: (finishReason, disconnected) => {
       answeredClientCall.current = false;
       onActivity();
       // A parked turn goes on in the same message: the client's copy is the one to answer in.
-      if (!disconnected && finishReason !== 'tool-calls') void sync();
+      if (!disconnected && finishReason !== 'tool-calls') void followSteering(sync());
     },
   };
+
+  const steer = (text: string) => {
+    const id = newMessageId();
+    setSteering(list => [...list, { id, text }]);
+    api.steer(chatId, id, text).catch((failure: unknown) => {
+      setNotice(readableError(failure));
+      setSteering(list => list.filter(each => each.id !== id));
+    });
+  };
+  const waitingSteers = unjoined(messages, steering);
 
   useEffect(() => {
     if (status === 'submitted') {
@@ -180,7 +220,7 @@ function Conversation({
     } finally {
       if (isBusy(chat.status)) await chat.stop();
       // A parked turn has no stream to follow: its stored answer says how it ended.
-      await sync(true);
+      await followSteering(sync(true));
       setStopping(false);
     }
   };
@@ -234,6 +274,12 @@ function Conversation({
             actions={actions}
           />
         ))}
+        {waitingSteers.map(each => (
+          <p key={each.id} className="plain steer pending" data-steer-pending={each.id}>
+            {each.text}
+            <small>joins the answer at its next step</small>
+          </p>
+        ))}
         {status === 'submitted' && <p className="thinking">Thinking…</p>}
         {recovering && (
           <p className="banner recovery" role="status">
@@ -267,6 +313,7 @@ function Conversation({
         parked={parked}
         stopping={stopping}
         onSend={text => void chat.sendMessage({ text })}
+        onSteer={steer}
         onStop={() => void stopTurn()}
       />
     </>
@@ -334,19 +381,22 @@ function Composer({
   parked,
   stopping,
   onSend,
+  onSteer,
   onStop,
 }: {
   busy: boolean;
   parked: boolean;
   stopping: boolean;
   onSend: (text: string) => void;
+  /** While an answer streams, a message steers it. */
+  onSteer: (text: string) => void;
   onStop: () => void;
 }) {
   const [text, setText] = useState('');
   const send = (event?: FormEvent) => {
     event?.preventDefault();
-    if (!text.trim() || busy || parked) return;
-    onSend(text);
+    if (!text.trim() || parked || stopping) return;
+    (busy ? onSteer : onSend)(text);
     setText('');
   };
   const onKeyDown = (event: KeyboardEvent<HTMLTextAreaElement>) => {
@@ -362,12 +412,17 @@ function Composer({
       <div className="composer-row">
         <textarea
           aria-label="Message"
-          placeholder="Message"
+          placeholder={busy && !parked ? 'Steer the answer: it reads this at its next step' : 'Message'}
           rows={1}
           value={text}
           onChange={event => setText(event.target.value)}
           onKeyDown={onKeyDown}
         />
+        {busy && !parked && (
+          <button type="submit" className="primary" disabled={!text.trim() || stopping}>
+            Steer
+          </button>
+        )}
         {busy || parked ? (
           <button type="button" className="stop" onClick={onStop} disabled={stopping}>
             {stopping ? 'Stopping…' : 'Stop'}

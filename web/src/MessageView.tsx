@@ -16,6 +16,12 @@ export type MessageActions = ToolAnswers & {
 export const messageText = (message: ChatMessage) =>
   message.parts.map(part => (part.type === 'text' ? part.text : '')).join('');
 
+/** The text of a `data-steer` part's message (docs/api.md, "Steering a running turn"). */
+export const steerText = (data: unknown) =>
+  ((data as { message?: { parts?: { type: string; text?: string }[] } }).message?.parts ?? [])
+    .map(part => (part.type === 'text' ? (part.text ?? '') : ''))
+    .join('');
+
 const STATUS_LABELS: Record<string, string> = { aborted: 'Stopped', error: 'Failed' };
 
 export function MessageView({
@@ -90,6 +96,14 @@ export function MessageView({
                 <a key={index} className="source" href={part.url} target="_blank" rel="noopener noreferrer">
                   {part.title ?? part.url}
                 </a>
+              );
+            }
+            if (part.type === 'data-steer') {
+              // A message sent while the answer worked, shown where it joined the answer.
+              return (
+                <p key={index} className="plain steer" data-steer-id={part.id}>
+                  {steerText(part.data)}
+                </p>
               );
             }
             if (part.type === 'data-sub-agent') {

@@ -126,6 +126,16 @@ export const api = {
       { method: 'POST' },
     ),
 
+  /** A message that joins the running answer at its next step, else is answered next. */
+  steer: (id: string, messageId: string, text: string) =>
+    request<{ submissionId: string }>(`${session(id)}/submissions`, {
+      method: 'POST',
+      body: JSON.stringify({
+        messages: [{ id: messageId, role: 'user', parts: [{ type: 'text', text }] }],
+        concurrency: 'steer',
+      }),
+    }),
+
   siblings: (id: string, messageId: string) =>
     request<Sibling[]>(`${session(id)}/messages/${encodeURIComponent(messageId)}/siblings`),
   switchTo: (id: string, messageId: string) =>
