@@ -37,7 +37,7 @@ from perdure.domain.ui import Chunk
 from perdure.tools import ClientTool, Tool, capped_output
 from storage.bus import ChunkBus
 from storage.chunks import append_chunks, load_log
-from storage.input_waits import pending_inputs, questions_of
+from storage.input_waits import last_inputs, questions_of
 from storage.submission_reads import get_submission
 from storage.tables import ToolWaitRow
 from storage.timing import now
@@ -123,7 +123,7 @@ class ParkTurnActivity(AgentActivity):
                 raise submission_gone(turn.turn.submission_id)
             offered = (await turn_tools(agent, self.toolbox)).tools
             client_tools = turn_client_tools(agent, submission, offered)
-            asked = await pending_inputs(self.db, submission_id=turn.turn.submission_id)
+            asked = await last_inputs(self.db, submission_id=turn.turn.submission_id)
             requests = [
                 _request(agent, offered, client_tools, part, asked)
                 for part in reduction.awaiting_parts()

@@ -93,12 +93,14 @@ async def input_rounds(db: Database, *, submission_id: str, tool_call_id: str) -
     return await db.read_sync(lambda session: list(session.exec(statement)))
 
 
-async def pending_inputs(db: Database, *, submission_id: str) -> dict[str, ToolWaitRow]:
-    """The turn's unanswered rounds, by tool call id (a call asks one round at a time)."""
-    statement = select(ToolWaitRow).where(
-        ToolWaitRow.submission_id == submission_id,
-        ToolWaitRow.kind == "input",
-        ToolWaitRow.status == PENDING,
+async def last_inputs(db: Database, *, submission_id: str) -> dict[str, ToolWaitRow]:
+    """Each call's last round, by tool call id, however it stands: a park run again (its
+    worker died before the workflow recorded it) finds the round it parked on even once
+    answered."""
+    statement = (
+        select(ToolWaitRow)
+        .where(ToolWaitRow.submission_id == submission_id, ToolWaitRow.kind == "input")
+        .order_by(col(ToolWaitRow.round))
     )
     rows = await db.read_sync(lambda session: list(session.exec(statement)))
     return {row.tool_call_id: row for row in rows}

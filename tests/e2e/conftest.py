@@ -1,6 +1,6 @@
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -109,3 +109,13 @@ async def sqlite_store(
     with migrated_database_url(store_templates, "sqlite", tmp_path) as url:
         async for database in _opened(url):
             yield database
+
+
+@pytest.fixture(scope="session")
+def record_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Where the MCP specs' calc server records its calls: read from the worker's environment
+    when it starts the server, the first time a spec of this session uses it."""
+    path = tmp_path_factory.mktemp("mcp") / "calc-records.txt"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PERDURE_TEST_MCP_RECORD_FILE", str(path))
+        yield path

@@ -14,7 +14,6 @@ import pytest
 
 from perdure.testing.chat_client import Streamed, send
 from tests.e2e.test_approvals import idle, resume_after
-from tests.e2e.test_mcp_tools import record_file  # noqa: F401 - a fixture the specs use
 
 SIGN_UP = '@tool calc__sign_up {"plan": "pro"}'
 
@@ -124,7 +123,9 @@ async def test_an_answer_the_requested_schema_refuses_is_a_422_saying_why_and_th
     parked = await send(http, session, SIGN_UP, agent="mcp-input")
     wait_id = question_of(parked)["waitId"]
 
-    wrong_type = await answer(http, session, wait_id, name={"action": "accept", "content": {"name": 7}})
+    wrong_type = await answer(
+        http, session, wait_id, name={"action": "accept", "content": {"name": 7}}
+    )
     missing = await answer(http, session, wait_id, name={"action": "accept", "content": {}})
     unasked = await answer(http, session, wait_id, age={"action": "decline"})
 
@@ -204,7 +205,9 @@ async def test_a_server_started_again_with_a_key_of_its_own_refuses_the_old_stat
     parked = await send(http, session, SIGN_UP, agent="mcp-input")
     os.kill(int(outputs(pid)[0]["output"]["result"]), signal.SIGKILL)
 
-    done = await answered(http, session, parked, name={"action": "accept", "content": {"name": "Al"}})
+    done = await answered(
+        http, session, parked, name={"action": "accept", "content": {"name": "Al"}}
+    )
 
     [output] = outputs(done)
     assert output["type"] == "tool-output-error"

@@ -23,16 +23,6 @@ def new_session() -> str:
     return f"mcp-{uuid.uuid4().hex[:12]}"
 
 
-@pytest.fixture(scope="session")
-def record_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Where the calc server records its calls: read from the worker's environment when it
-    starts the server, the first time a spec of this session uses it."""
-    path = tmp_path_factory.mktemp("mcp") / "calc-records.txt"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PERDURE_TEST_MCP_RECORD_FILE", str(path))
-        yield path
-
-
 def tool_output(streamed: Streamed) -> dict[str, object]:
     return next(
         c for c in streamed.chunks if c["type"] in ("tool-output-available", "tool-output-error")
