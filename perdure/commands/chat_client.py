@@ -15,6 +15,7 @@ import perdure.commands.line_editing as line_editing
 from perdure.commands.answer_view import LiveView, PlainView, message_renderable, one_line
 from perdure.commands.chat_turn import Approval, ApprovalAnswer, Asker, TurnEnd, TurnFollower
 from perdure.commands.gateway_client import Gateway, GatewayError
+from perdure.commands.input_prompts import ask_inputs_at
 from perdure.domain.steering import joined_submission
 
 HISTORY_MESSAGES = 6
@@ -103,7 +104,13 @@ def interactive(gateway: Gateway, options: ChatOptions) -> int:
     line_editing.enable(line_editing.history_file(os.environ))
 
     def follower() -> TurnFollower:
-        return TurnFollower(gateway, chat.chat_id, LiveView(console), ask=ask_at(console))
+        return TurnFollower(
+            gateway,
+            chat.chat_id,
+            LiveView(console),
+            ask=ask_at(console),
+            ask_input=ask_inputs_at(console),
+        )
 
     if chat.session is None:
         console.print(f"new chat {chat.chat_id}", style="bold")

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from perdure.commands.answer_view import AnswerView
 from perdure.commands.gateway_client import AnswerStream, Gateway, GatewayError, Unreachable
+from perdure.commands.input_prompts import InputAsker, PendingInputs
 
 RESUME_DELAYS = (0.2, 0.5, 1.0, 2.0, 3.0, 5.0, 5.0, 5.0)
 """Seconds before each resume attempt in a row that gets nothing; then the client gives up
@@ -75,6 +76,9 @@ class TurnFollower:
     approvals: dict[str, Approval] = field(default_factory=dict)
     """Requested and not yet answered, by approval id, in the order asked."""
     _calls: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    ask_input: InputAsker | None = None
+    """Asks an MCP server's questions (input_prompts.py); None: such a turn ends `parked`."""
+    inputs: PendingInputs = field(default_factory=PendingInputs)
 
     def send(
         self, text: str, *, agent: str | None = None, concurrency: str | None = None
@@ -111,6 +115,12 @@ class TurnFollower:
                     if self.ask is None:
                         return self._parked_end()
                     self._answer_approvals(self.ask)
+                if self.inputs.waiting:
+                    if self.ask_input is None:
+                        return TurnEnd(
+                            "parked", f"the turn waits for answers to {self.inputs.describe()}"
+                        )
+                    self.inputs.answer(self.gateway, self.chat_id, self.ask_input)
                 self._refuse_client_calls()
             except KeyboardInterrupt:
                 self._request_stop()
@@ -179,6 +189,7 @@ class TurnFollower:
         if event_id is not None:
             self.last_event_id = event_id
         self.last_chunk = chunk
+        self.inputs.seen(chunk)
         kind = chunk.get("type")
         call_id = str(chunk.get("toolCallId"))
         if kind == "tool-input-available":

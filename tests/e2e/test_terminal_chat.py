@@ -111,6 +111,28 @@ async def test_a_denied_tool_does_not_run_and_the_reason_is_shown(stack: Stack) 
     assert f"delete_file:notes/{path}.txt" not in tool_runs
 
 
+async def test_an_mcp_servers_questions_are_asked_at_the_terminal_round_after_round(
+    stack: Stack, record_file: Path
+) -> None:
+    name = f"Ada{uuid.uuid4().hex[:6]}"
+    async with chatting(stack, "--agent", "mcp-input") as shell:
+        await shell.type('@tool calc__sign_up {"plan": "pro"}')
+        await shell.expect("What is your name?")
+        await shell.expect("[a]ccept, [d]ecline or [c]ancel?")
+        await shell.type("a")
+        await shell.expect("name (string):")
+        await shell.type(name)
+        await shell.expect(f"Sign {name} up for pro?")
+        await shell.expect("[a]ccept, [d]ecline or [c]ancel?")
+        await shell.type("a")
+        await shell.expect("confirm (y/n):")
+        await shell.type("y")
+        answer = await shell.prompt()
+
+    assert f"signed up {name} for pro" in answer
+    assert record_file.read_text().splitlines().count(f"signed up {name}") == 1
+
+
 async def test_reasoning_is_shown_dimmed_before_the_answer(stack: Stack) -> None:
     async with chatting(stack, "--agent", "thinking") as shell:
         await shell.type("@count 3")

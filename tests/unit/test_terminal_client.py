@@ -20,6 +20,7 @@ CLIENT = {
     "chat_turn",
     "client_cli",
     "gateway_client",
+    "input_prompts",
     "line_editing",
     "sessions_client",
     "sse_events",
