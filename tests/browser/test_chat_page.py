@@ -152,6 +152,29 @@ async def test_a_client_tool_call_asks_for_its_output_in_a_form(chat: ChatPage) 
     assert chat.problems == [], "\n".join(chat.problems)
 
 
+async def test_an_mcp_servers_questions_are_answered_in_forms_round_after_round(
+    chat: ChatPage,
+) -> None:
+    await chat.open(agent="mcp-input")
+    await chat.send('@tool calc__sign_up {"plan": "pro"}')
+    asked = chat.page.locator('.input-request[data-status="pending"]')
+    await expect(asked).to_contain_text("What is your name?")
+    await expect(chat.page.get_by_text("The answer waits for you above")).to_be_visible()
+    await asked.get_by_label("name").fill("Ada")
+    await chat.shot("asked")
+
+    await asked.get_by_role("button", name="Accept").click()
+    await expect(asked).to_contain_text("Sign Ada up for pro?")
+    await asked.get_by_role("button", name="Decline").click()
+
+    await expect(chat.answer).to_have_text(
+        'Tool calc__sign_up returned: {"result":"not signed up: decline"}'
+    )
+    await expect(chat.page.locator('.input-request[data-status="answered"]')).to_have_count(2)
+    await chat.shot("answered")
+    assert chat.problems == [], "\n".join(chat.problems)
+
+
 async def test_regenerate_makes_a_second_answer_and_each_can_be_switched_to(
     chat: ChatPage,
 ) -> None:

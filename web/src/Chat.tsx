@@ -11,6 +11,7 @@ import { useCallback, useEffect, useRef, useState, type FormEvent, type Keyboard
 
 import { api, readableError, type ChatMessage, type Sibling } from './api';
 import { authorizedFetch } from './auth';
+import { isPendingQuestion } from './InputRequest';
 import { MessageView, messageText, type MessageActions } from './MessageView';
 
 type Recovery = { attempt: number; maxAttempts: number; textAtNotice: number };
@@ -196,14 +197,15 @@ function Conversation({
   const siblings = useSiblings(chatId, busy ? undefined : messages, branchVersion);
   const last = messages.at(-1);
   const parked =
-    !busy &&
-    last?.role === 'assistant' &&
-    last.parts.some(
-      part =>
-        isToolUIPart(part) &&
-        (part.state === 'approval-requested' ||
-          (part.state === 'input-available' && waitingCalls.has(part.toolCallId))),
-    );
+    (!busy &&
+      last?.role === 'assistant' &&
+      last.parts.some(
+        part =>
+          isToolUIPart(part) &&
+          (part.state === 'approval-requested' ||
+            (part.state === 'input-available' && waitingCalls.has(part.toolCallId))),
+      )) ||
+    (!busy && !!last?.parts.some(isPendingQuestion));
 
   const stopTurn = async () => {
     setStopping(true);
@@ -228,6 +230,7 @@ function Conversation({
   const actions: MessageActions = {
     openFile: onOpenFile,
     approve: (id, approved, reason) => void chat.addToolApprovalResponse({ id, approved, reason }),
+    followAnswer: () => void chat.resumeStream(),
     output: (tool, toolCallId, answer) => {
       answeredClientCall.current = true;
       void chat.addToolOutput(

@@ -4,10 +4,13 @@ import { isToolUIPart } from 'ai';
 import { useEffect, useState } from 'react';
 
 import { api, type ChatMessage, type Sibling, type Usage } from './api';
+import { InputRequest, type InputRequestData } from './InputRequest';
 import { Markdown } from './Markdown';
 import { ToolPart, type ToolAnswers } from './ToolPart';
 
 export type MessageActions = ToolAnswers & {
+  /** Follow the answer on after an MCP server's question was answered out of band. */
+  followAnswer: () => void;
   edit: (messageId: string, text: string) => void;
   regenerate: (messageId: string) => void;
   switchTo: (messageId: string) => void;
@@ -104,6 +107,16 @@ export function MessageView({
                 <p key={index} className="plain steer" data-steer-id={part.id}>
                   {steerText(part.data)}
                 </p>
+              );
+            }
+            if (part.type === 'data-input-request') {
+              return (
+                <InputRequest
+                  key={index}
+                  chatId={chatId}
+                  data={part.data as InputRequestData}
+                  onAnswered={actions.followAnswer}
+                />
               );
             }
             if (part.type === 'data-sub-agent') {

@@ -42,6 +42,9 @@ export type Session = {
 export type Sibling = { id: string; role: string; status: string; active: boolean };
 
 export type WaitingCall = { toolCallId: string; toolName: string };
+/** An answer to an MCP server's question (an elicitation result, docs/mcp.md#input-required). */
+export type InputAction = 'accept' | 'decline' | 'cancel';
+export type InputResponse = { action: InputAction; content?: Record<string, unknown> };
 
 /** An error the gateway answered, with its message as the gateway wrote it. */
 export class ApiError extends Error {
@@ -143,6 +146,12 @@ export const api = {
 
   /** The client tool calls the session's turn is parked on. */
   waitingCalls: (id: string) => request<WaitingCall[]>(`${session(id)}/tool-calls`),
+  /** Answer an MCP server's questions, one response per question key. */
+  answerInput: (id: string, waitId: string, responses: Record<string, InputResponse>) =>
+    request<unknown>(`${session(id)}/inputs/${encodeURIComponent(waitId)}`, {
+      method: 'POST',
+      body: JSON.stringify({ responses }),
+    }),
   /** The session's workspace; an empty one for a chat not begun. */
   files: (id: string) =>
     request<Workspace>(`${session(id)}/files`).catch((error: unknown) => {
