@@ -230,7 +230,8 @@ function Conversation({
   const actions: MessageActions = {
     openFile: onOpenFile,
     approve: (id, approved, reason) => void chat.addToolApprovalResponse({ id, approved, reason }),
-    followAnswer: () => void chat.resumeStream(),
+    // A turn that ended before the resume has no stream left (a 204): its stored answer does.
+    followAnswer: () => void chat.resumeStream().then(() => sync()),
     output: (tool, toolCallId, answer) => {
       answeredClientCall.current = true;
       void chat.addToolOutput(
