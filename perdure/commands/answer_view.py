@@ -19,8 +19,6 @@ from rich.markdown import Markdown
 from rich.segment import Segment
 from rich.text import Text
 
-from perdure.domain.steering import STEER_PART, steer_text
-
 LINE_CHARS = 120
 """Tool inputs and results are cut to one line of about this many characters."""
 REFRESHES_PER_SECOND = 12
@@ -144,10 +142,21 @@ def recovery_line(data: dict[str, Any]) -> LineBlock:
     return LineBlock(f"↻ the answer was interrupted and is recovering{of}…", style="yellow")
 
 
+STEER_PART = "data-steer"
+"""A steering message where it joined the answer (docs/api.md, "Steering a running turn")."""
+
+
 def steering_line(part: dict[str, Any]) -> LineBlock:
     """A steering message where it joined the answer: the user's words, as the prompt shows
     them."""
-    return LineBlock(f"› {steer_text(part)}", style="bold")
+    message = mapping(mapping(part.get("data")).get("message"))
+    parts = message.get("parts")
+    text = "".join(
+        str(each.get("text", ""))
+        for each in (parts if isinstance(parts, list) else [])
+        if isinstance(each, dict) and each.get("type") == "text"
+    )
+    return LineBlock(f"› {text}", style="bold")
 
 
 class Answer:

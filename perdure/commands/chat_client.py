@@ -16,8 +16,9 @@ from perdure.commands.answer_view import LiveView, PlainView, message_renderable
 from perdure.commands.chat_turn import Approval, ApprovalAnswer, Asker, TurnEnd, TurnFollower
 from perdure.commands.gateway_client import Gateway, GatewayError
 from perdure.commands.input_prompts import ask_inputs_at
-from perdure.domain.steering import joined_submission
 
+JOINED = "joined the running turn of submission "
+"""How a steering message's own stream ends when it joined the running answer (docs/api.md)."""
 HISTORY_MESSAGES = 6
 """The last messages shown when a chat is taken up again."""
 ACTIVE_STATUSES = ("streaming", "waiting")
@@ -153,6 +154,14 @@ def _take_turn(console: Console, follower: TurnFollower, turn: Callable[[], Turn
     return True
 
 
+def joined_submission(end: TurnEnd) -> str | None:
+    """The running turn a steering message joined, from its own stream's abort reason."""
+    detail = end.detail or ""
+    if end.how != "abort" or not detail.startswith(JOINED):
+        return None
+    return detail.removeprefix(JOINED) or None
+
+
 def one_shot(gateway: Gateway, options: ChatOptions, text: str) -> int:
     """Send one message and print its answer: Markdown at a terminal, its text otherwise.
     0 when the turn finishes; 1, with the reason on stderr, when it does not; 130 when a
@@ -176,7 +185,7 @@ def one_shot(gateway: Gateway, options: ChatOptions, text: str) -> int:
     )
     try:
         end = follower.send(text, agent=chat.agent, concurrency="steer" if options.steer else None)
-        joined = joined_submission(end.detail) if end.how == "abort" else None
+        joined = joined_submission(end)
         if joined is not None:
             # Its own stream ends there; the answer it joined goes on, and answers it.
             end = follower.follow(joined)

@@ -16,14 +16,6 @@ reason): the turn it joined answers it."""
 DROPPED_REASON = "dropped by a stop (dropSteering)"
 
 
-def joined_submission(reason: str | None) -> str | None:
-    """The running turn a steering submission joined, from its stream's abort reason."""
-    prefix = JOINED_REASON.removesuffix("{running}")
-    if reason is None or not reason.startswith(prefix):
-        return None
-    return reason.removeprefix(prefix) or None
-
-
 def steer_chunks(submission_id: str, messages: list[dict[str, Any]]) -> list[Chunk]:
     """One part per user message of the steering submission, in order."""
     return [
