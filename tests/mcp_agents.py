@@ -77,6 +77,20 @@ class McpHastyInputAgent(Agent):
     mcp_servers = (calc_asking(timedelta(seconds=2)),)
 
 
+class McpIdempotentInputAgent(Agent):
+    """`sign_up` taken for idempotent: the model step runs its call in a tool round."""
+
+    name = "mcp-input-idempotent"
+    mcp_servers = (
+        McpServer(
+            name="calc",
+            command=CALC.command,
+            env_from_env=calc_asking(timedelta(minutes=10)).env_from_env,
+            idempotent=["sign_up"],
+        ),
+    )
+
+
 class McpApprovedInputAgent(Agent):
     """`sign_up` needs an approval first, then asks."""
 

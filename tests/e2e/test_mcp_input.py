@@ -195,6 +195,19 @@ async def test_an_approved_call_that_the_server_asks_about_parks_again_for_the_q
     assert [c.get("output") for c in outputs(done)] == [{"result": "not signed up: cancel"}]
 
 
+async def test_a_call_a_step_runs_in_a_tool_round_that_the_server_asks_about_parks_the_turn(
+    http: httpx.AsyncClient, record_file: Path
+) -> None:
+    session = new_session()
+
+    parked = await send(http, session, SIGN_UP, agent="mcp-input-idempotent")
+
+    assert parked.types()[-2:] == ["data-input-request", "finish"]
+    assert parked.types().count("data-input-request") == 1  # the round's question is not shown
+    done = await answered(http, session, parked, name={"action": "decline"})
+    assert [c.get("output") for c in outputs(done)] == [{"result": "not signed up: decline"}]
+
+
 async def test_a_server_started_again_with_a_key_of_its_own_refuses_the_old_state(
     http: httpx.AsyncClient, record_file: Path
 ) -> None:
