@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from activities.mcp_input import STATE_ONLY_ROUNDS, InputRound, responses_of
 from activities.mcp_results import call_output, state_only
+from activities.mcp_tasks import current_host, follow, tasks_extension
 from perdure.domain.conversation import ToolSpec
+from perdure.domain.mcp_tasks import task_chunk
 from perdure.mcp_servers import McpServer, ServerKey, exposed_name
 from perdure.tools import ToolContext
 
@@ -21,6 +23,7 @@ if TYPE_CHECKING:  # the SDK is imported at the worker's start (`import_mcp_sdk`
     from mcp import Client
     from mcp.client.session import IncomingMessage
     from mcp.client.stdio import StdioServerParameters
+    from mcp.types import CallToolResult, InputRequiredResult
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +146,11 @@ class _Connection:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = await stack.enter_async_context(
-                    Client(await self._target(stack), message_handler=self._heard)
+                    Client(
+                        await self._target(stack),
+                        message_handler=self._heard,
+                        extensions=[tasks_extension()],
+                    )
                 )
                 self._client = client
                 self._ready.set()
@@ -308,8 +315,15 @@ class McpToolbox:
         arguments: dict[str, Any],
         answers: InputRound | None = None,
     ) -> Any:
-        """The tool's output, or the questions the server asks a person (`InputAsked`)."""
+        """The tool's output, or the questions the server asks a person (`InputAsked`). A call
+        the server turns into a task is followed to its end (activities/mcp_tasks.py), also when
+        an earlier attempt of the call recorded the task."""
+        from activities.mcp_task_wire import CreatedTask
+
         client = await self._client(server)
+        host = current_host()
+        if host is not None and host.known is not None:
+            return call_output(server, tool, await follow(client.session, server, host.known, host))
         state = answers.request_state if answers else None
         responses = responses_of(answers.answers) if answers else None
         try:
@@ -321,8 +335,11 @@ class McpToolbox:
                     input_responses=responses,
                     request_state=state,
                     allow_input_required=True,
+                    allow_claimed=True,
                 )
-                state, responses = state_only(result), None
+                if isinstance(result, CreatedTask):
+                    break
+                state, responses = state_only(_core(result)), None
                 if state is None:
                     break
         except Exception as error:
@@ -330,7 +347,12 @@ class McpToolbox:
             raise McpServerError(
                 f"MCP server {server.name}: {type(error).__name__}: {error}"
             ) from error
-        return call_output(server, tool, result)
+        if isinstance(result, CreatedTask):
+            seen = result.seen()
+            if host is not None:  # before the first poll: a crash from here on follows it
+                await host.record([task_chunk(host.tool_call_id, server.name, seen)])
+            return call_output(server, tool, await follow(client.session, server, seen, host))
+        return call_output(server, tool, _core(result))
 
     async def _client(self, server: McpServer) -> "Client":
         down = self._down.get(server.key)
@@ -431,6 +453,16 @@ def _unique(server: McpServer, tools: list[McpTool]) -> list[McpTool]:
                 "MCP server %s: %d tools map to %s; none is offered", server.name, count, name
             )
     return [tool for tool in tools if counts[tool.name] == 1]
+
+
+def _core(result: Any) -> "CallToolResult | InputRequiredResult":
+    """A call's result in the core protocol's shapes (the only extension result claimed is a
+    task, handled before)."""
+    from mcp.types import CallToolResult, InputRequiredResult
+
+    if not isinstance(result, CallToolResult | InputRequiredResult):
+        raise McpServerError(f"an unexpected result: {type(result).__name__}")
+    return result
 
 
 def _hinted_idempotent(annotations: Any) -> bool:

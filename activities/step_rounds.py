@@ -16,12 +16,14 @@ activity, as after any crash).
 """
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 
 from activities.mcp_input import InputAsked
+from activities.mcp_tasks import TaskHost, hosting
 from activities.step_run import StepRun
 from activities.tool_invocation import invoke_tool, tool_context
 from perdure.agent import Agent
+from perdure.domain.mcp_tasks import known_task
 from perdure.domain.payloads import ModelStepResult, ToolCallRef
 from perdure.domain.ui import Chunk
 from perdure.tools import Tool
@@ -58,25 +60,42 @@ async def run_round(run: StepRun, tools: Mapping[str, Tool], calls: list[ToolCal
     the workflow."""
     reduction = run.steplog.reduction
     running: list[_Running] = []
+    handover = False
+
+    async def record(chunks: list[Chunk]) -> None:
+        run.steplog.add(chunks)
+        await run.writer.flush()
+
     for call in calls:
         part = reduction.tool_part(call.tool_call_id)
         if part is None:
             raise RuntimeError(f"tool call {call.tool_call_id} of this step is not in its log")
         context = tool_context(run.context, call.tool_call_id)
         tool = tools[call.tool_name]
-        running.append(
-            asyncio.ensure_future(invoke_tool(run.agent, tool, call.tool_name, part, context))
+        host = TaskHost(
+            call.tool_call_id,
+            known_task(reduction.parts, call.tool_call_id),
+            record,
+            lambda: handover,
         )
+        invoked = invoke_tool(run.agent, tool, call.tool_name, part, context)
+        running.append(asyncio.ensure_future(_hosted(host, invoked)))
     try:
         _, late = await asyncio.wait(running, timeout=ROUND_TOOL_SECONDS)
     except BaseException:
         await _cancelled(running)  # a stop: no tool of the step goes on after it
         raise
+    handover = True  # what is still running goes on as the workflow's (an MCP task too)
     await _cancelled(late)
     ended = [task.result() for task in running if task.done() and not task.cancelled()]
     settled = [chunk for chunk in ended if not isinstance(chunk, InputAsked)]
     run.steplog.add(settled)
     return not late and len(settled) == len(ended)
+
+
+async def _hosted(host: TaskHost, call: Awaitable[Chunk | InputAsked]) -> Chunk | InputAsked:
+    with hosting(host):
+        return await call
 
 
 async def _cancelled(tasks: "list[_Running] | set[_Running]") -> None:

@@ -10,10 +10,12 @@ from activities._support import heartbeating, refuse_if_stopped, submission_gone
 from activities.base import AgentActivity, fenced
 from activities.input_rounds import CallRounds, call_rounds, record_asked
 from activities.mcp_input import InputAsked
+from activities.mcp_tasks import TaskHost, hosting
 from activities.mcp_toolbox import McpTool
 from activities.model_step import stash_writer, turn_context
 from activities.tool_invocation import invoke_tool, tool_context
 from activities.turn_tools import ToolSources, turn_tools
+from perdure.domain.mcp_tasks import TaskSeen, known_task
 from perdure.domain.names import RUN_TOOL_ACTIVITY
 from perdure.domain.payloads import RunToolInput, RunToolResult
 from perdure.domain.reducer import reduce_chunks
@@ -23,7 +25,7 @@ from perdure.domain.ui import Chunk
 from perdure.recovery import bind_stash, unbind_stash
 from perdure.telemetry.log_context import bind_ids
 from storage.bus import ChunkBus
-from storage.chunks import append_chunks, load_log
+from storage.chunks import LogWriter, append_chunks, load_log
 from storage.submission_reads import get_submission
 
 
@@ -42,7 +44,7 @@ class ToolCallActivity(AgentActivity):
                 rounds = await call_rounds(self.db, call)
                 if rounds.waiting:
                     return RunToolResult(asked=True)  # an earlier attempt logged the question
-                outcome = await self._run(call, rounds)
+                outcome = await self._run(call, rounds, writer)
                 if outcome is None:
                     return RunToolResult()
                 if isinstance(outcome, InputAsked):
@@ -59,9 +61,12 @@ class ToolCallActivity(AgentActivity):
             self.bus.publish(call.turn.assistant_message_id)
         return RunToolResult(asked=isinstance(outcome, InputAsked))
 
-    async def _run(self, call: RunToolInput, rounds: CallRounds) -> Chunk | InputAsked | None:
+    async def _run(
+        self, call: RunToolInput, rounds: CallRounds, writer: LogWriter
+    ) -> Chunk | InputAsked | None:
         """The chunk that settles the call, what its server asks first, or None when an
-        earlier attempt settled it."""
+        earlier attempt settled it. A call whose MCP server turned it into a task follows that
+        task, whoever started it (activities/mcp_tasks.py)."""
         agent = self.agent(call.turn.agent)
         reduction = reduce_chunks(
             await load_log(self.db, message_id=call.turn.assistant_message_id)
@@ -73,10 +78,19 @@ class ToolCallActivity(AgentActivity):
             )
         if is_settled(part):
             return None  # never run a tool twice for one call
+        known = known_task(reduction.parts, call.tool_call_id)
+        if call.follow_task and known is None:
+            raise ApplicationError(
+                f"tool call {call.tool_call_id} has no task to follow; it will be reported to "
+                "the model as interrupted",
+                type="NoTaskToFollow",
+                non_retryable=True,
+            )
         name = part["type"].removeprefix("tool-")
         offered = await turn_tools(agent, self.toolbox)
         definition = offered.tools.get(name)
-        if definition is not None and not definition.idempotent and activity.info().attempt > 1:
+        retried = activity.info().attempt > 1 or call.follow_task
+        if definition is not None and not definition.idempotent and retried and known is None:
             raise ApplicationError(
                 f"tool {name} is not idempotent and an earlier attempt may have run it; "
                 "the call will be reported to the model as interrupted",
@@ -95,6 +109,16 @@ class ToolCallActivity(AgentActivity):
         try:
             if definition is None:
                 return tool_error_chunk(call.tool_call_id, offered.missing(name))
-            return await invoke_tool(agent, definition, name, part, context)
+            with hosting(self._task_host(call, known, writer)):
+                return await invoke_tool(agent, definition, name, part, context)
         finally:
             unbind_stash(token)
+
+    def _task_host(self, call: RunToolInput, known: TaskSeen | None, writer: LogWriter) -> TaskHost:
+        message_id = call.turn.assistant_message_id
+
+        async def record(chunks: list[Chunk]) -> None:
+            await append_chunks(self.db, message_id=message_id, chunks=chunks, writer=writer)
+            self.bus.publish(message_id)
+
+        return TaskHost(call.tool_call_id, known, record)

@@ -37,7 +37,8 @@ class McpServer:
     worker keeps a tool list before reading it again (and whenever it connects again).
     `call_timeout`: a call that takes longer is a tool error for the model. `input_timeout`:
     how long a turn waits for a person to answer a question the server asks mid-call (the
-    2026-07-28 `input_required` result; docs/mcp.md#input-required).
+    2026-07-28 `input_required` result; docs/mcp.md#input-required). `task_timeout`: how long
+    a call the server runs as a task is followed (docs/mcp.md#tasks).
     """
 
     name: str
@@ -56,6 +57,10 @@ class McpServer:
     input_timeout: timedelta = timedelta(minutes=10)
     """The MCP SDK's default lifetime of a server's request state: an answer later than the
     server keeps its state is refused by the server anyway."""
+    task_timeout: timedelta = timedelta(minutes=9)
+    """How long a call the server turns into a task is followed (`tasks/get`) before it is
+    cancelled and the model told: within the 10 minutes a tool call may take
+    (docs/mcp.md#tasks)."""
 
     def __post_init__(self) -> None:
         where = f"MCP server {self.name!r}"
@@ -90,6 +95,7 @@ class McpServer:
             ("call_timeout", self.call_timeout, timedelta(minutes=10)),
             ("approval_timeout", self.approval_timeout, timedelta(days=365)),
             ("input_timeout", self.input_timeout, timedelta(days=365)),
+            ("task_timeout", self.task_timeout, timedelta(minutes=9)),
         ):
             if not timedelta(0) < limit <= most:
                 raise ValueError(f"{where}: {label} must be above 0 and at most {most}")

@@ -9,7 +9,7 @@ from perdure.testing.agents import PERDURE_AGENTS
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_AGENTS = f"{PERDURE_AGENTS},tests.fiber_agents"
 """The agents the tests share with the benchmarks (`perdure.testing.agents`), and the fibers'."""
-STACK_AGENTS = f"{CLUSTER_AGENTS},tests.hygiene_agents,tests.mcp_agents"
+STACK_AGENTS = f"{CLUSTER_AGENTS},tests.hygiene_agents,tests.mcp_agents,tests.mcp_task_agents"
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from perdure.domain.names import (
@@ -16,15 +16,12 @@ with workflow.unsafe.imports_passed_through():
         FINISH_TURN_ACTIVITY,
         MODEL_STEP_ACTIVITY,
         PARK_TURN_ACTIVITY,
-        RECOVERY_EXHAUSTED,
-        RECOVERY_SKIPPED,
         RELAY_SUB_TURN_ACTIVITY,
         RESUME_TURN_ACTIVITY,
         RUN_TOOL_ACTIVITY,
         SKIP_SIGNAL,
         START_SUB_TURN_ACTIVITY,
         SUB_TURN_RESUMED_SIGNAL,
-        TURN_STOPPED,
         TURN_WORKFLOW,
         WAIT_ANSWERED_SIGNAL,
         turn_workflow_id,
@@ -36,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
         FinishTurnResult,
         ModelStepInput,
         ModelStepResult,
-        Outcome,
         ParkTurnInput,
         ParkTurnResult,
         RelaySubTurnInput,
@@ -55,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from perdure.domain.turn_labels import STATUS, TurnLabels, TurnStatus, search_attributes
     from perdure.domain.usage import BUDGET
     from workflows import _policies as policies
+    from workflows._endings import Ending, describe, was_cancelled
 
 
 FINISH_LOCALLY = "finish-as-local-activity"
@@ -65,58 +62,9 @@ replay without those commands."""
 STOP_AT_BOUNDARIES = "stop-at-step-boundaries"
 """The patch since which a cancellation that arrives while a step completes anyway (the SDK
 then returns the step's result) still stops the turn at the next step boundary."""
-
-
-def _root_cause(failure: ActivityError) -> BaseException | None:
-    cause = failure.cause
-    while isinstance(cause, ActivityError) and cause.cause is not None:
-        cause = cause.cause
-    return cause
-
-
-def _describe(failure: ActivityError) -> str:
-    cause = _root_cause(failure)
-    if isinstance(cause, ApplicationError):
-        return cause.message
-    return str(cause or failure)
-
-
-def _cancelled(failure: ActivityError) -> bool:
-    """Cancelled through Temporal, or refused to start because a stop is in the store."""
-    cause = failure.cause
-    return isinstance(cause, CancelledError) or (
-        isinstance(cause, ApplicationError) and cause.type == TURN_STOPPED
-    )
-
-
-_BACKSTOPS = (RetryState.MAXIMUM_ATTEMPTS_REACHED, RetryState.TIMEOUT)
-
-
-class _Ending:
-    """How the turn ends; filled in by whatever stops the agent loop."""
-
-    def __init__(self) -> None:
-        self.outcome: Outcome = "completed"
-        self.finish_reason: str | None = None
-        self.error_text: str | None = None
-        self.exhausted = False
-        self.persist_partial = True
-
-    def failed(self, failure: ActivityError) -> None:
-        if _cancelled(failure):
-            self.outcome = "aborted"
-            return
-        self.outcome, self.error_text = "error", _describe(failure)[:4000]
-        cause = _root_cause(failure)
-        if isinstance(cause, ApplicationError) and cause.type == RECOVERY_EXHAUSTED:
-            self.exhausted = True
-        elif failure.retry_state in _BACKSTOPS:
-            # Temporal's own bound on a model step was reached before the agent's budget.
-            self.exhausted = True
-            self.error_text = f"recovery backstop reached: {self.error_text}"[:4000]
-        elif isinstance(cause, ApplicationError) and cause.type == RECOVERY_SKIPPED:
-            details = cause.details[0] if cause.details else {}
-            self.persist_partial = bool(details.get("persist", True))
+FOLLOW_TASKS = "follow-mcp-tasks"
+"""The patch since which a call that cannot run twice, whose attempt died, is followed once
+more when its MCP server turned it into a task (the task id is in the log)."""
 
 
 # Outside the sandbox: it re-imported this module for every turn (~8 % of a busy worker's
@@ -170,7 +118,7 @@ class TurnWorkflow:
 
     @workflow.run
     async def run(self, turn: TurnInput) -> TurnResult:
-        ending = _Ending()
+        ending = Ending()
         self._status = "running" if turn.admitted else "pending"
         try:
             if not turn.admitted:
@@ -228,7 +176,7 @@ class TurnWorkflow:
                 self._admitted = self._admitted or admission.admitted
         await workflow.wait_condition(decided)
 
-    async def _finish(self, turn: TurnInput, ending: _Ending) -> FinishTurnResult | None:
+    async def _finish(self, turn: TurnInput, ending: Ending) -> FinishTurnResult | None:
         """Shielded: a stop that lands while the turn finishes must not cancel the activity
         that releases the session (a session claimed forever)."""
         finishing = asyncio.ensure_future(self._run_finish(turn, ending))
@@ -237,7 +185,7 @@ class TurnWorkflow:
                 await asyncio.shield(finishing)
         return finishing.result()
 
-    async def _run_finish(self, turn: TurnInput, ending: _Ending) -> FinishTurnResult | None:
+    async def _run_finish(self, turn: TurnInput, ending: Ending) -> FinishTurnResult | None:
         """None from turns recorded before the finish returned the store's outcome."""
         finish = FinishTurnInput(
             turn=turn.turn,
@@ -479,21 +427,37 @@ class TurnWorkflow:
         """True when the call's MCP server asks a person first (the turn parks on it)."""
         retry: RetryPolicy = policies.IDEMPOTENT_TOOL_RETRY if call.idempotent else policies.ONCE
         try:
-            # None from histories recorded before the activity returned a result.
-            result: RunToolResult | None = await workflow.execute_activity(
-                RUN_TOOL_ACTIVITY,
-                RunToolInput(turn=turn.turn, tool_call_id=call.tool_call_id),
-                result_type=RunToolResult,
-                start_to_close_timeout=policies.TOOL_TIMEOUT,
-                heartbeat_timeout=policies.HEARTBEAT_TIMEOUT,
-                retry_policy=retry,
-                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=f"tool {call.tool_name}",
-            )
+            result = await self._tool_activity(turn, call, retry, follow_task=False)
         except ActivityError as failure:
-            if _cancelled(failure):
+            if was_cancelled(failure):
                 raise
-            # The next model step settles the call as interrupted and tells the model.
-            workflow.logger.warning("tool %s failed: %s", call.tool_name, _describe(failure))
-            return False
+            if call.idempotent or not workflow.patched(FOLLOW_TASKS):
+                # The next model step settles the call as interrupted and tells the model.
+                workflow.logger.warning("tool %s failed: %s", call.tool_name, describe(failure))
+                return False
+            try:
+                # Its MCP server may have made it a task: the task goes on, and is followed.
+                retry = policies.IDEMPOTENT_TOOL_RETRY
+                result = await self._tool_activity(turn, call, retry, follow_task=True)
+            except ActivityError as following:
+                if was_cancelled(following):
+                    raise
+                workflow.logger.warning("tool %s failed: %s", call.tool_name, describe(failure))
+                return False
         return result is not None and result.asked
+
+    async def _tool_activity(
+        self, turn: TurnInput, call: ToolCallRef, retry: RetryPolicy, *, follow_task: bool
+    ) -> RunToolResult | None:
+        """None from histories recorded before the activity returned a result."""
+        result: RunToolResult | None = await workflow.execute_activity(
+            RUN_TOOL_ACTIVITY,
+            RunToolInput(turn=turn.turn, tool_call_id=call.tool_call_id, follow_task=follow_task),
+            result_type=RunToolResult,
+            start_to_close_timeout=policies.TOOL_TIMEOUT,
+            heartbeat_timeout=policies.HEARTBEAT_TIMEOUT,
+            retry_policy=retry,
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            summary=f"tool {call.tool_name}" + (": follow its task" if follow_task else ""),
+        )
+        return result

@@ -142,6 +142,8 @@ def recovery_line(data: dict[str, Any]) -> LineBlock:
     return LineBlock(f"↻ the answer was interrupted and is recovering{of}…", style="yellow")
 
 
+TASK_PART = "data-mcp-task"
+"""An MCP call's task as it moves (docs/mcp.md#tasks): one line per call, rewritten."""
 STEER_PART = "data-steer"
 """A steering message where it joined the answer (docs/api.md, "Steering a running turn")."""
 
@@ -159,12 +161,21 @@ def steering_line(part: dict[str, Any]) -> LineBlock:
     return LineBlock(f"› {text}", style="bold")
 
 
+def task_line(part: dict[str, Any]) -> LineBlock:
+    data = mapping(part.get("data"))
+    message = data.get("statusMessage")
+    said = f": {message}" if message else ""
+    return LineBlock(f"  ⧗ {data.get('server')} task {data.get('status')}{said}", style="dim")
+
+
 class Answer:
     """Folds chunks into blocks, as the AI SDK folds them into parts."""
 
     def __init__(self) -> None:
         self.blocks: list[Block] = []
         self._open: dict[tuple[str, str], TextBlock | ReasoningBlock] = {}
+        self._tasks: dict[str, LineBlock] = {}
+        """Each call's task line, by its part id: rewritten as the task moves."""
         self.notice: LineBlock | None = None
         """Shown while the turn recovers, or stops; gone once the answer goes on (or ends)."""
 
@@ -197,6 +208,8 @@ class Answer:
             self.blocks.append(denied_line(chunk.get("reason")))
         elif kind == STEER_PART:
             self.blocks.append(steering_line(chunk))
+        elif kind == TASK_PART:
+            self._task(chunk)
         elif kind == "data-sub-agent":
             data = mapping(chunk.get("data"))
             self.blocks.append(
@@ -213,6 +226,15 @@ class Answer:
             used = usage_line(mapping(chunk.get("messageMetadata")))
             if used is not None:
                 self.blocks.append(used)
+
+    def _task(self, chunk: dict[str, Any]) -> None:
+        line = task_line(chunk)
+        shown = self._tasks.get(str(chunk.get("id")))
+        if shown is None:
+            self._tasks[str(chunk.get("id"))] = line
+            self.blocks.append(line)
+        else:
+            shown.text = line.text
 
     def renderable(self, since: int = 0) -> RenderableType:
         shown = [block.render() for block in self.blocks[since:]]
@@ -333,6 +355,8 @@ def message_blocks(message: dict[str, Any]) -> list[Block]:
             blocks.extend(_tool_part_blocks(part, kind))
         elif kind == STEER_PART:
             blocks.append(steering_line(part))
+        elif kind == TASK_PART:
+            blocks.append(task_line(part))
     metadata = mapping(message.get("metadata"))
     if metadata.get("status") == "aborted":
         blocks.append(stopped_line(None))

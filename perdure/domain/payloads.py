@@ -100,6 +100,9 @@ class ModelStepResult(BaseModel):
 
 class RunToolInput(OfTurn):
     tool_call_id: str
+    follow_task: bool = False
+    """Only follow the task an earlier attempt recorded for the call (an MCP task), never
+    call the tool: a call that cannot run twice, after its attempt died."""
 
 
 class RunToolResult(BaseModel):

@@ -236,3 +236,30 @@ def test_a_workspace_change_shows_what_it_changed_under_its_call() -> None:
         "    -beta",
         "    +gamma",
     ]
+
+
+def task_chunk(status: str, message: str) -> dict[str, object]:
+    data = {"server": "jobs", "status": status, "statusMessage": message, "toolCallId": "c1"}
+    return {"type": "data-mcp-task", "id": "mcp-task-c1", "data": data}
+
+
+def test_an_mcp_task_is_one_line_rewritten_as_it_moves() -> None:
+    answer = Answer()
+
+    answer.apply(task_chunk("working", "step 1 of 3"))
+    answer.apply(task_chunk("completed", "done"))
+
+    assert [block.text for block in answer.blocks if isinstance(block, LineBlock)] == [
+        "  ⧗ jobs task completed: done"
+    ]
+
+
+def test_a_steering_message_shows_where_it_joined_the_answer() -> None:
+    message = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "use metres"}]}
+    answer = Answer()
+
+    answer.apply({"type": "data-steer", "id": "u2", "data": {"message": message}})
+
+    assert [block.text for block in answer.blocks if isinstance(block, LineBlock)] == [
+        "› use metres"
+    ]

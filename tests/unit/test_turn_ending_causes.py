@@ -4,7 +4,7 @@ import pytest
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
 
 from perdure.domain.names import MODEL_STEP_ACTIVITY, RECOVERY_EXHAUSTED, TURN_STOPPED
-from workflows.turn import _Ending
+from workflows._endings import Ending
 
 
 def activity_failure(cause: BaseException, retry_state: RetryState | None) -> ActivityError:
@@ -57,7 +57,7 @@ PROVIDER_DOWN = ApplicationError("provider answered 503", type="ProviderError")
 def test_the_failure_that_ends_the_loop_decides_the_ending(
     cause: BaseException, retry_state: RetryState, outcome: str, exhausted: bool
 ) -> None:
-    ending = _Ending()
+    ending = Ending()
 
     ending.failed(activity_failure(cause, retry_state))
 
@@ -65,7 +65,7 @@ def test_the_failure_that_ends_the_loop_decides_the_ending(
 
 
 def test_the_backstop_says_so_in_the_turns_error() -> None:
-    ending = _Ending()
+    ending = Ending()
 
     ending.failed(activity_failure(PROVIDER_DOWN, RetryState.MAXIMUM_ATTEMPTS_REACHED))
 

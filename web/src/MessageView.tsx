@@ -119,6 +119,16 @@ export function MessageView({
                 />
               );
             }
+            if (part.type === 'data-mcp-task') {
+              // An MCP call the server runs as a task: its status as last polled.
+              const data = part.data as { server?: string; status?: string; statusMessage?: string };
+              return (
+                <p key={index} className={`task task-${data.status}`} data-mcp-task={part.id}>
+                  {data.server} task {data.status}
+                  {data.statusMessage ? `: ${data.statusMessage}` : ''}
+                </p>
+              );
+            }
             if (part.type === 'data-sub-agent') {
               const data = part.data as { agent?: string; sessionId?: string };
               return (
