@@ -28,7 +28,7 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     try:
         yield directory
     finally:
-        process.terminate()
+        process.kill()  # its listen streams would hold a graceful stop for seconds
         process.wait(10)
 
 
@@ -92,6 +92,9 @@ def served() -> Served:
 
 
 @pytest.mark.long
+# One store: what is under test is the task going from one worker to the next (the input spec
+# of tests/e2e/test_mcp_worker_kill.py takes SQLite).
+@pytest.mark.parametrize("cluster", ["postgres"], indirect=True)
 async def test_a_task_followed_by_a_worker_killed_meanwhile_is_followed_by_the_next(
     cluster: Cluster, jobs: Path
 ) -> None:

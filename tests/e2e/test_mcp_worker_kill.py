@@ -97,6 +97,9 @@ async def answer_and_follow(
 
 
 @pytest.mark.long
+# One store: what is under test is the MCP server's state going from one worker to the next
+# (the tasks spec beside it takes PostgreSQL).
+@pytest.mark.parametrize("cluster", ["sqlite"], indirect=True)
 async def test_a_question_asked_by_a_worker_killed_since_is_answered_through_the_next(
     cluster: Cluster, tmp_path: Path
 ) -> None:

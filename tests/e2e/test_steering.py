@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 import httpx
+import pytest
 
 from perdure.testing.chat_client import counting, read_stream, send
 from perdure.testing.stack import Stack
@@ -164,12 +165,14 @@ async def test_steering_is_refused_for_what_cannot_join_a_turn(http: httpx.Async
     assert "steer" in again.text
 
 
+# The command is a client of the HTTP API: one store is enough.
+@pytest.mark.parametrize("stack", ["sqlite"], indirect=True)
 async def test_the_cli_steers_a_running_answer_and_prints_the_answer_it_joined(
     stack: Stack, http: httpx.AsyncClient
 ) -> None:
     session = new_session()
     # Long enough for the command to start and send while the tool runs.
-    answer = await start_tool_loop(http, session, '@tool wait {"seconds": 8}')
+    answer = await start_tool_loop(http, session, '@tool wait {"seconds": 5}')
 
     status, out, err = await run_perdure(
         "chat", "--url", stack.url, "--session", session, "--steer", "-m", "@count 3 steered"
@@ -181,6 +184,7 @@ async def test_the_cli_steers_a_running_answer_and_prints_the_answer_it_joined(
     assert [c["data"]["message"]["parts"][0]["text"] for c in steered] == ["@count 3 steered"]
 
 
+@pytest.mark.parametrize("stack", ["sqlite"], indirect=True)
 async def test_the_cli_refuses_to_steer_without_a_chat_and_a_message(stack: Stack) -> None:
     status, _, err = await run_perdure("chat", "--url", stack.url, "--steer", "-m", "hi")
 
