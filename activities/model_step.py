@@ -54,8 +54,7 @@ from perdure.turn_control.lifecycle import SubmissionLifecycle
 from storage.chunks import load_log
 from storage.db import Database
 from storage.log_appender import BufferedLog, LogAppender
-from storage.step_inputs import StepInputs, read_step_inputs
-from storage.submission_reads import get_submission
+from storage.step_inputs import StepInputs, read_again, read_step_inputs
 from storage.tables import SubmissionRow
 from storage.tenant_policies import agent_limits
 from storage.turn_keep import save_stash
@@ -184,12 +183,16 @@ class ModelStepActivity(AgentActivity):
 
     async def _refuse_if_stopped_meanwhile(self, run: StepRun) -> None:
         """As the next step would: a stop recorded while the round ran ends the turn here,
-        even when its cancellation never reaches Temporal. The round's outputs are kept."""
-        submission = await get_submission(self.db, run.submission.id)
-        if submission is None:
+        even when its cancellation never reaches Temporal. The round's outputs are kept. The
+        same read tells whether a steering message came meanwhile."""
+        again = await read_again(
+            self.db, submission_id=run.submission.id, session_id=run.step.turn.session_id
+        )
+        if again is None:
             raise submission_gone(run.submission.id)
+        run.inputs.steering_waits = again.steering_waits
         try:
-            refuse_if_stopped(submission)
+            refuse_if_stopped(again.submission)
         except ApplicationError:
             await run.writer.flush()
             raise
@@ -209,8 +212,9 @@ class ModelStepActivity(AgentActivity):
             reason = "tool-calls" if pending else "stop"
             end = StepEnd(pending, reason, run.steplog.reduction.steps)
             return offer, await self._ended(run, offer, end)
-        if at_boundary(run, state):
+        if run.inputs.steering_waits and at_boundary(run, state):
             await self._steering.join(run)
+            run.inputs.steering_waits = False
         state = await self._step_opened(run)
         log_step = run.steplog.reduction.steps - 1
         plan = await self._plan(run, offer, state, log_step)

@@ -44,6 +44,22 @@ def leading_steers(session: Session, chat: ChatSessionRow) -> list[SubmissionRow
     return leading
 
 
+def steering_waits(session: Session, session_id: str) -> bool:
+    """Whether a steering message waits in the session: the one read a step boundary makes
+    before it takes the join's transaction (most boundaries have none to join)."""
+    waiting = session.exec(
+        select(SubmissionRow.id)
+        .where(
+            SubmissionRow.session_id == session_id,
+            SubmissionRow.status == "pending",
+            SubmissionRow.steer == True,  # noqa: E712 - SQL
+            col(SubmissionRow.cancel_requested_at).is_(None),
+        )
+        .limit(1)
+    )
+    return waiting.first() is not None
+
+
 async def join_steering(
     db: Database, *, submission_id: str, session_id: str, message_id: str, writer: LogWriter
 ) -> Joined:

@@ -8,6 +8,7 @@ from perdure.domain.ui import Chunk, UIMessage
 from storage.chunks import chunks_after
 from storage.db import Database
 from storage.messages import recent_path_of
+from storage.steering import steering_waits
 from storage.tables import SubmissionRow
 
 
@@ -21,6 +22,22 @@ class StepInputs:
     summary: str | None = None
     """The newest compaction summary on the path (the model sees it instead of the older
     messages, which are therefore not read)."""
+    steering_waits: bool = False
+    """A steering message waits in the session (storage/steering.py): the step's next
+    boundary joins it."""
+
+
+async def read_again(db: Database, *, submission_id: str, session_id: str) -> StepInputs | None:
+    """What a step reads again after a tool round it ran (a stop recorded meanwhile, a steering
+    message sent meanwhile), in one read; the log and the path are not read again."""
+
+    def read(session: Session) -> StepInputs | None:
+        submission = session.get(SubmissionRow, submission_id)
+        if submission is None:
+            return None
+        return StepInputs(submission, [], [], steering_waits=steering_waits(session, session_id))
+
+    return await db.read_sync(read)
 
 
 async def read_step_inputs(
@@ -40,6 +57,6 @@ async def read_step_inputs(
             else []
         )
         summary, path = recent_path_of(session, session_id=session_id)
-        return StepInputs(submission, log, path, summary)
+        return StepInputs(submission, log, path, summary, steering_waits(session, session_id))
 
     return await db.read_sync(read)
