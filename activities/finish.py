@@ -1,7 +1,9 @@
 """The finish activity: close the log, store the answer, release the session, admit the next."""
 
+import asyncio
 import logging
 from functools import partial
+from typing import Protocol
 
 from temporalio import activity
 
@@ -9,6 +11,7 @@ from activities._support import current_writer, run_hook
 from activities.events import emit
 from perdure.agent import Agent, TurnContext
 from perdure.agents_registry import AgentRegistry
+from perdure.domain.mcp_tasks import open_tasks
 from perdure.domain.names import FINISH_TURN_ACTIVITY
 from perdure.domain.payloads import FinishTurnInput, FinishTurnResult
 from perdure.domain.policy import RecoveryPolicy
@@ -18,6 +21,7 @@ from perdure.domain.storage_hygiene import for_storage
 from perdure.domain.turn_chunks import closing_chunks
 from perdure.domain.ui import Chunk
 from perdure.domain.usage import BUDGET, Usage
+from perdure.mcp_servers import McpServer
 from perdure.recovery import ExhaustedContext
 from perdure.telemetry import metrics
 from perdure.turn_control.lifecycle import SubmissionLifecycle
@@ -32,18 +36,34 @@ from storage.turn_end import Finished, TurnEnd
 
 log = logging.getLogger(__name__)
 
+TASK_CANCELS_SECONDS = 5.0
+"""How long a finish spends cancelling the MCP tasks its turn left running."""
+
+
+class TaskCanceller(Protocol):
+    """Sends `tasks/cancel` to an MCP server (activities/mcp_toolbox.py)."""
+
+    async def cancel_task(self, server: McpServer, task_id: str) -> None: ...
+
 
 class TurnFinisher:
     """Ends a turn however it ended; shared by the finish activity and the reconciler.
     Idempotent: run again after a crash it changes nothing and repeats the admit signal."""
 
     def __init__(
-        self, *, db: Database, bus: ChunkBus, agents: AgentRegistry, lifecycle: SubmissionLifecycle
+        self,
+        *,
+        db: Database,
+        bus: ChunkBus,
+        agents: AgentRegistry,
+        lifecycle: SubmissionLifecycle,
+        tasks: TaskCanceller | None = None,
     ) -> None:
         self._db = db
         self._bus = bus
         self._agents = agents
         self._lifecycle = lifecycle
+        self._tasks = tasks
 
     async def finish(self, turn: FinishTurnInput, *, writer: LogWriter) -> FinishTurnResult:
         turn, recorded = await self._decided(turn)
@@ -66,7 +86,7 @@ class TurnFinisher:
                 error=turn.error_text,
                 writer=writer,
             ),
-            before_next=partial(self._ended, turn, agent, recorded),
+            before_next=partial(self._ended, turn, agent, recorded, read),
         )
         return FinishTurnResult(outcome=outcome)
 
@@ -97,10 +117,12 @@ class TurnFinisher:
         turn: FinishTurnInput,
         agent: Agent | None,
         recorded: SubmissionRow | None,
+        read: list[tuple[int, Chunk]],
         finished: Finished,
     ) -> None:
         """What the turn's end does before the next turn is told to run: announce the closed
-        log, count it, trim the session, run `on_turn_end`."""
+        log, count it, trim the session, cancel the MCP tasks its calls left running, run
+        `on_turn_end`."""
         self._bus.publish(turn.turn.assistant_message_id)
         if finished.closed:  # this call ended the turn (a repeated finish changes nothing)
             ended = "exhausted" if turn.exhausted else turn.outcome
@@ -111,6 +133,7 @@ class TurnFinisher:
                 self._db, session_id=turn.turn.session_id, keep=agent.max_persisted_messages
             )
         if finished.closed and agent is not None:
+            await self._cancel_tasks(agent, read)
             context = TurnContext(
                 tenant_id=recorded.tenant_id if recorded else "",
                 session_id=turn.turn.session_id,
@@ -123,6 +146,23 @@ class TurnFinisher:
                 lambda: agent.on_turn_end(context, turn.outcome),
                 limit=agent.hook_timeout.total_seconds(),
             )
+
+    async def _cancel_tasks(self, agent: Agent, read: list[tuple[int, Chunk]]) -> None:
+        """A call's task the log last saw running, when its turn ends: a stop that reached no
+        live follower (its worker had died) is carried to the server here."""
+        if self._tasks is None or not agent.mcp_servers:
+            return
+        servers = {server.name: server for server in agent.mcp_servers}
+        running = open_tasks(reduce_chunks([chunk for _, chunk in read]).parts)
+        try:
+            # Bounded as a whole: the finish releases the session, and must not wait on a
+            # server that is down (its tasks are left to their TTL).
+            async with asyncio.timeout(TASK_CANCELS_SECONDS):
+                for name, task_id in running:
+                    if name in servers:
+                        await self._tasks.cancel_task(servers[name], task_id)
+        except TimeoutError:
+            log.warning("MCP tasks left running after %g s of cancels", TASK_CANCELS_SECONDS)
 
     async def _decided(self, turn: FinishTurnInput) -> tuple[FinishTurnInput, SubmissionRow | None]:
         """The turn as the store decides it ends (a recorded stop wins over what the workflow

@@ -112,7 +112,7 @@ async def follow(
     try:
         while seen.status not in TERMINAL:
             if time.time() > deadline:
-                await _cancel_quietly(session, seen.task_id, cancel_task)
+                await cancel_quietly(session, seen.task_id, cancel_task)
                 raise McpTaskTimedOut(
                     f"MCP server {name}: task {seen.task_id} did not finish within "
                     f"{server.task_timeout if server else 'an hour'}; it was cancelled"
@@ -128,7 +128,7 @@ async def follow(
                 return _ended(name, seen, detailed.result, detailed.error, CallToolResult)
     except asyncio.CancelledError:
         if host is None or not host.handing_over():
-            await _cancel_quietly(session, seen.task_id, cancel_task)
+            await cancel_quietly(session, seen.task_id, cancel_task)
         raise
     raise McpTaskFailed(f"MCP server {name}: task {seen.task_id} had ended ({seen.status})")
 
@@ -153,7 +153,7 @@ def _ended(
     raise McpTaskFailed(f"MCP server {name}: task {seen.task_id} completed without a result")
 
 
-async def _cancel_quietly(
+async def cancel_quietly(
     session: "ClientSession",
     task_id: str,
     cancel: Callable[["ClientSession", str, float], Awaitable[None]],

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from activities.mcp_input import STATE_ONLY_ROUNDS, InputRound, responses_of
 from activities.mcp_results import call_output, state_only
-from activities.mcp_tasks import current_host, follow, tasks_extension
+from activities.mcp_tasks import cancel_quietly, current_host, follow, tasks_extension
 from perdure.domain.conversation import ToolSpec
 from perdure.domain.mcp_tasks import task_chunk
 from perdure.mcp_servers import McpServer, ServerKey, exposed_name
@@ -353,6 +353,18 @@ class McpToolbox:
                 await host.record([task_chunk(host.tool_call_id, server.name, seen)])
             return call_output(server, tool, await follow(client.session, server, seen, host))
         return call_output(server, tool, _core(result))
+
+    async def cancel_task(self, server: McpServer, task_id: str) -> None:
+        """`tasks/cancel` for a task no call follows any more (its turn ended), bounded; a
+        server that cannot be reached is left to the task's TTL."""
+        from activities.mcp_task_wire import cancel_task
+
+        try:
+            client = await self._client(server)
+        except McpServerError as error:
+            log.warning("MCP server %s: task %s not cancelled: %s", server.name, task_id, error)
+            return
+        await cancel_quietly(client.session, task_id, cancel_task)
 
     async def _client(self, server: McpServer) -> "Client":
         down = self._down.get(server.key)

@@ -66,3 +66,15 @@ def known_task(parts: list[dict[str, Any]], tool_call_id: str) -> TaskSeen | Non
                     started_at=float(data.get("startedAt") or 0.0),
                 )
     return None
+
+
+def open_tasks(parts: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """`(server, task id)` of every call's task the log last saw running: what a turn that
+    ends leaves for `tasks/cancel`."""
+    found: list[tuple[str, str]] = []
+    for part in parts:
+        data = part.get("data")
+        if part.get("type") == TASK_PART and isinstance(data, dict):
+            if data.get("status") not in TERMINAL and isinstance(data.get("taskId"), str):
+                found.append((str(data.get("server")), data["taskId"]))
+    return found

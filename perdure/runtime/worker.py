@@ -119,9 +119,9 @@ def turn_activities(services: Services, agents: AgentRegistry) -> list[Callable[
         bus=bus,
         intake_width=services.settings.intake_concurrency,
     )
-    finisher = TurnFinisher(db=db, bus=bus, agents=agents, lifecycle=lifecycle)
     mcp = McpToolbox()  # the process's connections to its agents' MCP servers
     services.closers.append(mcp.close)
+    finisher = TurnFinisher(db=db, bus=bus, agents=agents, lifecycle=lifecycle, tasks=mcp)
     toolbox = ToolSources(
         mcp=mcp,
         workspace=WorkspaceTools(

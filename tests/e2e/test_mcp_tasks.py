@@ -125,6 +125,36 @@ async def test_a_task_followed_by_a_worker_killed_meanwhile_is_followed_by_the_n
     assert task_updates(_chunks(stream))[-1] == ("completed", "done")
 
 
+@pytest.mark.long
+@pytest.mark.parametrize("cluster", ["postgres"], indirect=True)
+async def test_a_stop_after_the_worker_following_a_task_died_still_cancels_the_task(
+    cluster: Cluster, jobs: Path
+) -> None:
+    """No live call is left to send `tasks/cancel`: the turn's finish sends it."""
+    session, name = new_session(), uuid.uuid4().hex[:8]
+    environment = {"PERDURE_TEST_JOBS_URL": JOBS_URL}
+    async with cluster.temporal():
+        worker = cluster.worker(**environment)
+        url = await cluster.gateway()
+        stream = LiveStream()
+        async with httpx.AsyncClient(base_url=url, timeout=90) as http:
+            body = chat_body(session, user_message(build(name, 120, 0.5)), agent="mcp-jobs")
+            async with http.stream("POST", "/api/chat", json=body) as response:
+                reader = asyncio.create_task(stream.read(response))
+                await wait_until(
+                    lambda: any(s == "step 2 of 120" for _, s in task_updates(_chunks(stream))),
+                    timeout=60,
+                )
+                worker.kill()
+                stopped = await http.post(f"/api/chat/{session}/stop")
+                cluster.worker(**environment)
+                await asyncio.wait_for(reader, timeout=90)
+            await wait_until(lambda: name in lines(jobs, "cancelled"), timeout=60)
+
+    assert stopped.json()["result"] == "stopped"
+    assert _chunks(stream)[-1]["type"] == "abort"
+
+
 def _chunks(stream: LiveStream) -> list[dict[str, Any]]:
     return [chunk for _, chunk in stream.events]
 

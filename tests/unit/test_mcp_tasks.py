@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from activities.mcp_tasks import MAX_POLL_SECONDS, MIN_POLL_SECONDS, _poll_seconds
-from perdure.domain.mcp_tasks import TaskSeen, known_task, task_chunk
+from perdure.domain.mcp_tasks import TaskSeen, known_task, open_tasks, task_chunk
 from perdure.domain.reducer import reduce_chunks
 from perdure.mcp_servers import McpServer
 
@@ -46,3 +46,12 @@ def test_the_servers_poll_interval_is_honoured_within_bounds(
 def test_a_task_timeout_beyond_a_tool_calls_ten_minutes_is_refused() -> None:
     with pytest.raises(ValueError, match="task_timeout must be above 0 and at most 0:09:00"):
         McpServer(name="jobs", url="http://127.0.0.1:1/mcp", task_timeout=timedelta(minutes=20))
+
+
+def test_a_turn_that_ends_leaves_only_its_running_tasks_to_cancel() -> None:
+    done = TaskSeen("t-2", "completed", "done", None, started_at=1_000.0)
+    parts = reduce_chunks(
+        [task_chunk("call-1", "jobs", SEEN), task_chunk("call-2", "jobs", done)]
+    ).parts
+
+    assert open_tasks(parts) == [("jobs", "t-1")]
