@@ -22,7 +22,7 @@ describe('steering through the AI SDK client', { skip: !BASE && 'PERDURE_URL is 
   test('a steering message joins the streaming answer at its next step', { timeout: TEST_TIMEOUT }, async () => {
     const chatId = `node-steer-${randomUUID()}`;
     const chat = createChat(chatId);
-    const answering = chat.sendMessage({ text: '@tool wait {"seconds": 2}' });
+    const answering = chat.sendMessage({ text: '@tool wait {"seconds": 3}' });
     await waitFor(() => chat.lastMessage?.parts.some(part => part.type === 'tool-wait'), {
       message: 'the tool call',
     });
