@@ -14,6 +14,20 @@ class McpToolFailed(Exception):
     """The server ran the tool and reported an error (its text goes to the model)."""
 
 
+def core_result(
+    server: McpServer, tool: str, result: Any
+) -> "CallToolResult | InputRequiredResult":
+    """A call's result in the core protocol's shapes: the only extension result Perdure
+    claims is a task (activities/mcp_tasks.py), taken care of before this."""
+    from mcp.types import CallToolResult, InputRequiredResult
+
+    if not isinstance(result, CallToolResult | InputRequiredResult):
+        raise McpToolFailed(
+            f"MCP server {server.name}: tool {tool}: an unexpected {type(result).__name__}"
+        )
+    return result
+
+
 def state_only(result: "CallToolResult | InputRequiredResult") -> str | None:
     """The state of an `input_required` result that asks nothing (the call is made again at
     once, echoing it); None for any other result."""

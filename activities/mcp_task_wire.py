@@ -7,10 +7,19 @@ import time
 from typing import Any, Literal
 
 from mcp.client.session import ClientSession
-from mcp.types import Request, RequestParams, Result
-from pydantic import ConfigDict
+from mcp.types import (
+    InputRequests,
+    InputRequiredResult,
+    InputResponses,
+    Request,
+    RequestParams,
+    Result,
+)
+from pydantic import ConfigDict, TypeAdapter
 
 from perdure.domain.mcp_tasks import TaskSeen
+
+_QUESTIONS: TypeAdapter[InputRequests] = TypeAdapter(InputRequests)
 
 
 class CreatedTask(Result):
@@ -45,6 +54,8 @@ class DetailedTask(Result):
     poll_interval_ms: int | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    input_requests: dict[str, Any] | None = None
+    """With `input_required`: the questions outstanding, keyed (each key used once)."""
 
 
 class TaskParams(RequestParams):
@@ -56,6 +67,15 @@ class GetTask(Request[TaskParams, Literal["tasks/get"]]):
     name_param = "taskId"  # the spec's `Mcp-Name` routing header
 
 
+class UpdateParams(TaskParams):
+    input_responses: dict[str, Any]
+
+
+class UpdateTask(Request[UpdateParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    name_param = "taskId"
+
+
 class CancelTask(Request[TaskParams, Literal["tasks/cancel"]]):
     method: Literal["tasks/cancel"] = "tasks/cancel"
     name_param = "taskId"
@@ -63,6 +83,29 @@ class CancelTask(Request[TaskParams, Literal["tasks/cancel"]]):
 
 async def get_task(session: ClientSession, task_id: str) -> DetailedTask:
     return await session.send_request(GetTask(params=TaskParams(task_id=task_id)), DetailedTask)
+
+
+async def update_task(session: ClientSession, task_id: str, responses: InputResponses) -> None:
+    """`tasks/update`: the person's answers to the task's outstanding questions."""
+    answers = {
+        key: response.model_dump(by_alias=True, mode="json", exclude_none=True)
+        for key, response in responses.items()
+    }
+    params = UpdateParams(task_id=task_id, input_responses=answers)
+    await session.send_request(UpdateTask(params=params), Result)
+
+
+def asked(detailed: DetailedTask, answered: frozenset[str]) -> InputRequiredResult | None:
+    """The questions a task in `input_required` asks that were not answered yet (the server
+    may show answered ones until it has taken them in)."""
+    outstanding = {
+        key: request
+        for key, request in (detailed.input_requests or {}).items()
+        if key not in answered
+    }
+    if not outstanding:
+        return None
+    return InputRequiredResult(input_requests=_QUESTIONS.validate_python(outstanding))
 
 
 async def cancel_task(session: ClientSession, task_id: str, read_seconds: float) -> None:

@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from activities.mcp_input import InputRound, responses_of
 from perdure.domain.mcp_tasks import TERMINAL, TaskSeen, task_chunk
 from perdure.domain.ui import Chunk
 from perdure.mcp_servers import McpServer
@@ -23,7 +24,7 @@ from perdure.mcp_servers import McpServer
 if TYPE_CHECKING:  # the SDK is imported at the worker's start (`import_mcp_sdk`)
     from mcp.client.extension import ClientExtension
     from mcp.client.session import ClientSession
-    from mcp.types import CallToolResult
+    from mcp.types import CallToolResult, InputRequiredResult
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 MIN_POLL_SECONDS = 0.1
@@ -79,12 +80,16 @@ def tasks_extension() -> "ClientExtension":
     """The client side of the extension: declared on every call, its `task` result claimed
     (a call made with `allow_claimed` gets the handle itself, to record it first)."""
     from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+    from mcp.types import CallToolResult
 
     from activities.mcp_task_wire import CreatedTask
 
     async def follow_unrecorded(created: CreatedTask, context: ClaimContext) -> "CallToolResult":
         # A call that did not ask for the handle: followed to its end, in memory.
-        return await follow(context.session, None, created.seen(), None)
+        result = await follow(context.session, None, created.seen(), None)
+        if not isinstance(result, CallToolResult):
+            raise McpTaskFailed(f"task {created.task_id} asks a person, and nobody can answer")
+        return result
 
     class TasksExtension(ClientExtension):
         identifier = EXTENSION
@@ -100,12 +105,14 @@ async def follow(
     server: McpServer | None,
     seen: TaskSeen,
     host: TaskHost | None,
-) -> "CallToolResult":
-    """Poll the task until it ends; its result, as the call's. Each change of status or
+    answered: frozenset[str] = frozenset(),
+) -> "CallToolResult | InputRequiredResult":
+    """Poll the task until it ends; its result, as the call's, or the questions it asks a
+    person (`input_required`) that are not among those `answered`. Each change of status or
     message is recorded (and so streamed); a cancellation sends `tasks/cancel` first."""
     from mcp.types import CallToolResult
 
-    from activities.mcp_task_wire import cancel_task, get_task
+    from activities.mcp_task_wire import asked, cancel_task, get_task
 
     name = server.name if server else "MCP server"
     deadline = seen.started_at + (server.task_timeout.total_seconds() if server else 3600.0)
@@ -126,11 +133,27 @@ async def follow(
             seen = following
             if seen.status in TERMINAL:
                 return _ended(name, seen, detailed.result, detailed.error, CallToolResult)
+            if seen.status == "input_required" and (questions := asked(detailed, answered)):
+                return questions  # the turn parks on them; the answers go back by tasks/update
     except asyncio.CancelledError:
         if host is None or not host.handing_over():
             await cancel_quietly(session, seen.task_id, cancel_task)
         raise
     raise McpTaskFailed(f"MCP server {name}: task {seen.task_id} had ended ({seen.status})")
+
+
+async def follow_recorded(
+    session: "ClientSession", server: McpServer, host: TaskHost, answers: "InputRound | None"
+) -> "CallToolResult | InputRequiredResult":
+    """Follow the task an earlier attempt of the call recorded, sending it the person's
+    answers to its questions first (`tasks/update`), if the call was parked on them."""
+    from activities.mcp_task_wire import update_task
+
+    assert host.known is not None
+    if answers is None:
+        return await follow(session, server, host.known, host)
+    await update_task(session, host.known.task_id, responses_of(answers.answers))
+    return await follow(session, server, host.known, host, frozenset(answers.answers))
 
 
 def _ended(

@@ -12,8 +12,14 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from activities.mcp_input import STATE_ONLY_ROUNDS, InputRound, responses_of
-from activities.mcp_results import call_output, state_only
-from activities.mcp_tasks import cancel_quietly, current_host, follow, tasks_extension
+from activities.mcp_results import call_output, core_result, state_only
+from activities.mcp_tasks import (
+    cancel_quietly,
+    current_host,
+    follow,
+    follow_recorded,
+    tasks_extension,
+)
 from perdure.domain.conversation import ToolSpec
 from perdure.domain.mcp_tasks import task_chunk
 from perdure.mcp_servers import McpServer, ServerKey, exposed_name
@@ -23,7 +29,6 @@ if TYPE_CHECKING:  # the SDK is imported at the worker's start (`import_mcp_sdk`
     from mcp import Client
     from mcp.client.session import IncomingMessage
     from mcp.client.stdio import StdioServerParameters
-    from mcp.types import CallToolResult, InputRequiredResult
 
 log = logging.getLogger(__name__)
 
@@ -323,7 +328,8 @@ class McpToolbox:
         client = await self._client(server)
         host = current_host()
         if host is not None and host.known is not None:
-            return call_output(server, tool, await follow(client.session, server, host.known, host))
+            followed = await follow_recorded(client.session, server, host, answers)
+            return call_output(server, tool, followed)
         state = answers.request_state if answers else None
         responses = responses_of(answers.answers) if answers else None
         try:
@@ -339,7 +345,7 @@ class McpToolbox:
                 )
                 if isinstance(result, CreatedTask):
                     break
-                state, responses = state_only(_core(result)), None
+                state, responses = state_only(core_result(server, tool, result)), None
                 if state is None:
                     break
         except Exception as error:
@@ -352,7 +358,7 @@ class McpToolbox:
             if host is not None:  # before the first poll: a crash from here on follows it
                 await host.record([task_chunk(host.tool_call_id, server.name, seen)])
             return call_output(server, tool, await follow(client.session, server, seen, host))
-        return call_output(server, tool, _core(result))
+        return call_output(server, tool, core_result(server, tool, result))
 
     async def cancel_task(self, server: McpServer, task_id: str) -> None:
         """`tasks/cancel` for a task no call follows any more (its turn ended), bounded; a
@@ -465,16 +471,6 @@ def _unique(server: McpServer, tools: list[McpTool]) -> list[McpTool]:
                 "MCP server %s: %d tools map to %s; none is offered", server.name, count, name
             )
     return [tool for tool in tools if counts[tool.name] == 1]
-
-
-def _core(result: Any) -> "CallToolResult | InputRequiredResult":
-    """A call's result in the core protocol's shapes (the only extension result claimed is a
-    task, handled before)."""
-    from mcp.types import CallToolResult, InputRequiredResult
-
-    if not isinstance(result, CallToolResult | InputRequiredResult):
-        raise McpServerError(f"an unexpected result: {type(result).__name__}")
-    return result
 
 
 def _hinted_idempotent(annotations: Any) -> bool:

@@ -15,6 +15,7 @@ import pytest
 
 from perdure.testing.chat_client import chat_body, send, user_message
 from perdure.testing.cluster import Cluster, LiveStream, wait_until
+from tests.e2e.test_mcp_input import answered, question_of
 from tests.mcp_task_agents import JOBS_URL, jobs_server_command
 from tests.served import CLUSTER_AGENTS, Served
 
@@ -84,6 +85,27 @@ async def test_a_stop_while_a_task_runs_cancels_it_at_the_server(
     await wait_until(lambda: name in lines(jobs, "cancelled"), timeout=30)
     following = await send(http, session, "@count 2", agent="mcp-jobs")
     assert following.text() == "1 2"
+
+
+async def test_a_task_that_asks_parks_the_turn_and_takes_the_answer_by_tasks_update(
+    http: httpx.AsyncClient, jobs: Path
+) -> None:
+    session, name = new_session(), uuid.uuid4().hex[:8]
+    call = f'@tool jobs__deploy {{"name": "{name}"}}'
+
+    parked = await send(http, session, call, agent="mcp-jobs")
+
+    assert parked.types()[-2:] == ["data-input-request", "finish"]
+    assert ("input_required", "waiting for a confirmation") in task_updates(parked.chunks)
+    question = question_of(parked)
+    assert [q["message"] for q in question["questions"]] == [f"Deploy {name}?"]
+    key = question["questions"][0]["key"]
+    continued = await answered(
+        http, session, parked, **{key: {"action": "accept", "content": {"confirm": True}}}
+    )
+    outputs = [c for c in continued.chunks if c["type"].startswith("tool-output")]
+    assert [c.get("output") for c in outputs] == [f"deployed {name}"]
+    assert lines(jobs, "started").count(name) == 1  # the same task, answered: not a new call
 
 
 @pytest.fixture

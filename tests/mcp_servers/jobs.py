@@ -12,7 +12,10 @@ here to that text:
 - `tasks/get` answers the `DetailedTask`: `statusMessage` "step i of n" while `working`, the
   `CallToolResult` inlined as `result` once `completed`; `resultType` "complete";
 - `tasks/cancel` acknowledges with an empty result and stops the work between two steps
-  (cooperative, eventually `cancelled`); `tasks/update` acknowledges (this tool asks nothing);
+  (cooperative, eventually `cancelled`);
+- `deploy` asks mid-task: the task moves to `input_required`, its `inputRequests` hold an
+  elicitation under a key used once, and `tasks/update` takes the `inputResponses` for the keys
+  outstanding (others are ignored); without the extension it is error `-32021`;
 - an unknown `taskId` is a JSON-RPC error.
 
 Its tasks are files under the directory it is given: a task outlives the server process that
@@ -36,13 +39,30 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolRequestParams, RequestParams
+from mcp.types import (
+    CallToolRequestParams,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    RequestParams,
+)
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 POLL_INTERVAL_MS = 200
 TTL_MS = 3_600_000
 TERMINAL = ("completed", "failed", "cancelled")
 INVALID_PARAMS = -32602
+MISSING_CAPABILITY = -32021
+ANSWER_WAIT_SECONDS = 600.0
+TASK_TOOLS = ("build", "deploy")
+
+
+async def deploy(name: str) -> str:
+    """Deploy `name` once a person confirms (asked mid-task; a task only)."""
+    raise MCPError(
+        code=MISSING_CAPABILITY,
+        message="Missing required client capability",
+        data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
+    )
 
 
 async def build(name: str, steps: int, seconds: float) -> str:
@@ -54,6 +74,10 @@ async def build(name: str, steps: int, seconds: float) -> str:
 
 class TaskParams(RequestParams):
     task_id: str  # `taskId` on the wire
+
+
+class UpdateParams(TaskParams):
+    input_responses: dict[str, Any]  # `inputResponses` on the wire
 
 
 class Tasks:
@@ -81,7 +105,7 @@ class Tasks:
         with (self.directory / file).open("a") as out:
             out.write(line + "\n")
 
-    def create(self, arguments: dict[str, Any]) -> dict[str, Any]:
+    def create(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         task: dict[str, Any] = {
             "taskId": str(uuid.uuid4()),
             "status": "working",
@@ -89,11 +113,14 @@ class Tasks:
             "createdAt": _now(),
             "ttlMs": TTL_MS,
             "pollIntervalMs": POLL_INTERVAL_MS,
+            "tool": tool,
             "arguments": arguments,
             "cancelRequested": False,
+            "responses": {},
         }
         self.write(task)
-        worker = asyncio.get_running_loop().create_task(self.work(task["taskId"]))
+        work = self.work if tool == "build" else self.deploy
+        worker = asyncio.get_running_loop().create_task(work(task["taskId"]))
         self.running.add(worker)
         worker.add_done_callback(self.running.discard)
         return task
@@ -121,12 +148,43 @@ class Tasks:
         }
         self.write(task)
 
+    async def deploy(self, task_id: str) -> None:
+        """Asks a person to confirm (status `input_required`, the question in
+        `inputRequests` under a key used once), then deploys or not as answered."""
+        task = self.read(task_id)
+        name = str(task["arguments"]["name"])
+        self.note("started", name)
+        key = f"confirm-{task_id}"
+        schema: dict[str, Any] = {"type": "object", "properties": {"confirm": {"type": "boolean"}}}
+        schema["required"] = ["confirm"]
+        question = ElicitRequest(
+            params=ElicitRequestFormParams(message=f"Deploy {name}?", requested_schema=schema)
+        )
+        task.update(
+            status="input_required",
+            statusMessage="waiting for a confirmation",
+            inputRequests={key: question.model_dump(by_alias=True, mode="json", exclude_none=True)},
+        )
+        self.write(task)
+        with anyio.fail_after(ANSWER_WAIT_SECONDS):
+            while key not in (task := self.read(task_id))["responses"]:
+                await asyncio.sleep(0.1)
+        answer = task["responses"][key]
+        confirmed = answer.get("action") == "accept" and (answer.get("content") or {}).get(
+            "confirm"
+        )
+        task.pop("inputRequests", None)
+        task.update(status="completed", statusMessage="done")
+        text = f"deployed {name}" if confirmed else f"not deployed {name}: {answer.get('action')}"
+        task["result"] = {"content": [{"type": "text", "text": text}], "isError": False}
+        self.write(task)
+
 
 def detailed(task: dict[str, Any]) -> dict[str, Any]:
-    """`GetTaskResult`: the task's fields, its result inlined once completed."""
-    shown = {
-        key: value for key, value in task.items() if key not in ("arguments", "cancelRequested")
-    }
+    """`GetTaskResult`: the task's fields, its result inlined once completed, its questions
+    while `input_required`."""
+    private = ("tool", "arguments", "cancelRequested", "responses")
+    shown = {key: value for key, value in task.items() if key not in private}
     return {"resultType": "complete", **shown}
 
 
@@ -140,7 +198,7 @@ class TasksExtension(Extension):
         return [
             MethodBinding("tasks/get", TaskParams, self.get),
             MethodBinding("tasks/cancel", TaskParams, self.cancel),
-            MethodBinding("tasks/update", TaskParams, self.update),
+            MethodBinding("tasks/update", UpdateParams, self.update),
         ]
 
     async def intercept_tool_call(
@@ -151,9 +209,9 @@ class TasksExtension(Extension):
     ) -> HandlerResult:
         capabilities = ctx.session.client_capabilities
         declared = EXTENSION in ((capabilities.extensions or {}) if capabilities else {})
-        if params.name != "build" or not declared:
+        if params.name not in TASK_TOOLS or not declared:
             return await call_next(ctx)
-        task = self.tasks.create(dict(params.arguments or {}))
+        task = self.tasks.create(params.name, dict(params.arguments or {}))
         created = detailed(task)
         created["resultType"] = "task"
         return created
@@ -171,9 +229,15 @@ class TasksExtension(Extension):
         return {"resultType": "complete"}
 
     async def update(
-        self, ctx: ServerRequestContext[Any, Any], params: TaskParams
+        self, ctx: ServerRequestContext[Any, Any], params: UpdateParams
     ) -> HandlerResult:
-        self.tasks.read(params.task_id)
+        """Takes the responses to outstanding keys; others are ignored, as the text says."""
+        task = self.tasks.read(params.task_id)
+        outstanding = task.get("inputRequests") or {}
+        for key, response in params.input_responses.items():
+            if key in outstanding and key not in task["responses"]:
+                task["responses"][key] = response
+        self.tasks.write(task)
         return {"resultType": "complete"}
 
 
@@ -188,6 +252,7 @@ def serve(fd: int, directory: Path) -> None:
 
     app = MCPServer("jobs", extensions=[TasksExtension(Tasks(directory))])
     app.tool()(build)
+    app.tool()(deploy)
     config = uvicorn.Config(
         app.streamable_http_app(), log_level="warning", lifespan="on", timeout_graceful_shutdown=2
     )
