@@ -77,32 +77,31 @@ def current_host() -> TaskHost | None:
 
 
 def tasks_extension() -> "ClientExtension":
-    """The client side of the extension: declared on every call, its `task` result claimed
-    (a call made with `allow_claimed` gets the handle itself, to record it first)."""
+    """The client side of the extension: declared on every call, its `task` result claimed.
+    Every call asks for the handle itself (`allow_claimed`), to record it before it follows
+    it; the SDK's own resolution (a call that did not ask) is refused."""
     from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
-    from mcp.types import CallToolResult
 
     from activities.mcp_task_wire import CreatedTask
 
-    async def follow_unrecorded(created: CreatedTask, context: ClaimContext) -> "CallToolResult":
-        # A call that did not ask for the handle: followed to its end, in memory.
-        result = await follow(context.session, None, created.seen(), None)
-        if not isinstance(result, CallToolResult):
-            raise McpTaskFailed(f"task {created.task_id} asks a person, and nobody can answer")
-        return result
+    async def unrecorded(created: CreatedTask, context: ClaimContext) -> "CallToolResult":
+        raise McpTaskFailed(
+            f"{context.tool_name}: task {created.task_id} arrived on a call that cannot record "
+            "it (activities/mcp_toolbox.py follows tasks itself)"
+        )
 
     class TasksExtension(ClientExtension):
         identifier = EXTENSION
 
         def claims(self) -> list[ResultClaim[Any]]:
-            return [ResultClaim(result_type="task", model=CreatedTask, resolve=follow_unrecorded)]
+            return [ResultClaim(result_type="task", model=CreatedTask, resolve=unrecorded)]
 
     return TasksExtension()
 
 
 async def follow(
     session: "ClientSession",
-    server: McpServer | None,
+    server: McpServer,
     seen: TaskSeen,
     host: TaskHost | None,
     answered: frozenset[str] = frozenset(),
@@ -114,32 +113,31 @@ async def follow(
 
     from activities.mcp_task_wire import asked, cancel_task, get_task
 
-    name = server.name if server else "MCP server"
-    deadline = seen.started_at + (server.task_timeout.total_seconds() if server else 3600.0)
+    deadline = seen.started_at + server.task_timeout.total_seconds()
     try:
         while seen.status not in TERMINAL:
             if time.time() > deadline:
                 await cancel_quietly(session, seen.task_id, cancel_task)
                 raise McpTaskTimedOut(
-                    f"MCP server {name}: task {seen.task_id} did not finish within "
-                    f"{server.task_timeout if server else 'an hour'}; it was cancelled"
+                    f"MCP server {server.name}: task {seen.task_id} did not finish within "
+                    f"{server.task_timeout}; it was cancelled"
                 )
             await asyncio.sleep(_poll_seconds(seen.poll_interval_ms))
             detailed = await get_task(session, seen.task_id)
             following = seen.moved_to(detailed.status, detailed.status_message)
             following = following.with_interval(detailed.poll_interval_ms)
             if host is not None and following.shown != seen.shown:
-                await host.record([task_chunk(host.tool_call_id, name, following)])
+                await host.record([task_chunk(host.tool_call_id, server.name, following)])
             seen = following
             if seen.status in TERMINAL:
-                return _ended(name, seen, detailed.result, detailed.error, CallToolResult)
+                return _ended(server.name, seen, detailed.result, detailed.error, CallToolResult)
             if seen.status == "input_required" and (questions := asked(detailed, answered)):
                 return questions  # the turn parks on them; the answers go back by tasks/update
     except asyncio.CancelledError:
         if host is None or not host.handing_over():
             await cancel_quietly(session, seen.task_id, cancel_task)
         raise
-    raise McpTaskFailed(f"MCP server {name}: task {seen.task_id} had ended ({seen.status})")
+    raise McpTaskFailed(f"MCP server {server.name}: task {seen.task_id} had ended ({seen.status})")
 
 
 async def follow_recorded(

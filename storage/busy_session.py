@@ -99,9 +99,8 @@ def can_steer(submission: SubmissionRow) -> bool:
     """Plain new messages join a running turn; a regenerate, an edit or a continue goes back
     to a stored message, and a request's own client tools are offered in a turn of its own:
     those wait their turn as with `queue`."""
-    return (
-        not submission.regenerates and submission.edit_of is None and not (submission.client_tools)
-    )
+    plain = not submission.regenerates and submission.edit_of is None
+    return plain and not submission.client_tools
 
 
 def apply_busy(

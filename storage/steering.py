@@ -45,19 +45,19 @@ def leading_steers(session: Session, chat: ChatSessionRow) -> list[SubmissionRow
 
 
 def steering_waits(session: Session, session_id: str) -> bool:
-    """Whether a steering message waits in the session: the one read a step boundary makes
-    before it takes the join's transaction (most boundaries have none to join)."""
-    waiting = session.exec(
-        select(SubmissionRow.id)
+    """Whether the session's queue starts with a steering message: the one-row read a step
+    makes before a boundary takes the join's transaction (most boundaries have none)."""
+    head = session.exec(
+        select(SubmissionRow.steer)
         .where(
             SubmissionRow.session_id == session_id,
             SubmissionRow.status == "pending",
-            SubmissionRow.steer == True,  # noqa: E712 - SQL
             col(SubmissionRow.cancel_requested_at).is_(None),
         )
+        .order_by(col(SubmissionRow.queue_seq))
         .limit(1)
     )
-    return waiting.first() is not None
+    return bool(head.first())
 
 
 async def join_steering(
@@ -91,7 +91,9 @@ async def join_steering(
     return await db.transact(join)
 
 
-def drop_steering(session: Session, chat: ChatSessionRow, *, at: float) -> list[SubmissionRow]:
+def drop_leading_steers(
+    session: Session, chat: ChatSessionRow, *, at: float
+) -> list[SubmissionRow]:
     """A stop that says `dropSteering`: the steering messages waiting for the stopped turn end
     without running, recorded as dropped (their turns end `skipped` with that reason)."""
     dropped = leading_steers(session, chat)

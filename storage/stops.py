@@ -13,7 +13,7 @@ from typing import Literal
 from sqlmodel import Session, col, select
 
 from storage.db import Database
-from storage.steering import drop_steering as drop_steering_of
+from storage.steering import drop_leading_steers
 from storage.submission_locks import ACTIVE, locked_submission
 from storage.tables import ChatSessionRow, SubmissionRow
 from storage.timing import now
@@ -75,7 +75,7 @@ async def record_stop(
             session.add(target)
         dropped = []
         if drop_steering and target.status == "running":
-            dropped = drop_steering_of(session, chat, at=at)
+            dropped = drop_leading_steers(session, chat, at=at)
         return StopRecord("stopped", target, dropped)
 
     return await db.transact(record)

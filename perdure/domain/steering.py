@@ -4,7 +4,7 @@ user turn at that point (perdure/domain/conversation.py); clients see it where i
 
 from typing import Any
 
-from perdure.domain.ui import Chunk
+from perdure.domain.ui import Chunk, UIMessage
 
 STEER_PART = "data-steer"
 """`{"type": "data-steer", "id": <message id>, "data": {submissionId, message}}`."""
@@ -39,12 +39,7 @@ def steer_text(part: dict[str, Any]) -> str:
     """The text of a `data-steer` part's message."""
     data = part.get("data")
     message = data.get("message") if isinstance(data, dict) else None
-    parts = message.get("parts") if isinstance(message, dict) else None
-    return "".join(
-        str(each.get("text", ""))
-        for each in parts or []
-        if isinstance(each, dict) and each.get("type") == "text"
-    )
+    return UIMessage.model_validate(message).text() if isinstance(message, dict) else ""
 
 
 def steered_submissions(chunks: list[Chunk]) -> list[str]:

@@ -113,6 +113,39 @@ def served() -> Served:
     return Served(agents=f"{CLUSTER_AGENTS},tests.mcp_task_agents")
 
 
+async def killed_while_following(
+    cluster: Cluster, jobs: Path, name: str, steps: int, *, stop: bool = False
+) -> tuple[LiveStream, httpx.Response | None]:
+    """A turn that calls `build` for `steps` half-second steps; the worker following its task
+    SIGKILLed at step 2 (then, with `stop`, the turn stopped), a new one started; the stream,
+    read to its end, and the stop's answer. With `stop`, waits until the server recorded the
+    cancel (the new worker is needed for it)."""
+    session = new_session()
+    environment = {"PERDURE_TEST_JOBS_URL": JOBS_URL}
+    stopped = None
+    async with cluster.temporal():
+        worker = cluster.worker(**environment)
+        url = await cluster.gateway()
+        stream = LiveStream()
+        async with httpx.AsyncClient(base_url=url, timeout=90) as http:
+            body = chat_body(session, user_message(build(name, steps, 0.5)), agent="mcp-jobs")
+            async with http.stream("POST", "/api/chat", json=body) as response:
+                reader = asyncio.create_task(stream.read(response))
+                step_2 = f"step 2 of {steps}"
+                await wait_until(
+                    lambda: any(s == step_2 for _, s in task_updates(_chunks(stream))),
+                    timeout=60,
+                )
+                worker.kill()
+                if stop:
+                    stopped = await http.post(f"/api/chat/{session}/stop")
+                cluster.worker(**environment)
+                await asyncio.wait_for(reader, timeout=90)
+            if stop:
+                await wait_until(lambda: name in lines(jobs, "cancelled"), timeout=60)
+    return stream, stopped
+
+
 @pytest.mark.long
 # One store: what is under test is the task going from one worker to the next (the input spec
 # of tests/e2e/test_mcp_worker_kill.py takes SQLite).
@@ -121,23 +154,9 @@ async def test_a_task_followed_by_a_worker_killed_meanwhile_is_followed_by_the_n
     cluster: Cluster, jobs: Path
 ) -> None:
     """The tool is not idempotent: without its task it would be reported interrupted."""
-    session, name = new_session(), uuid.uuid4().hex[:8]
-    environment = {"PERDURE_TEST_JOBS_URL": JOBS_URL}
-    async with cluster.temporal():
-        worker = cluster.worker(**environment)
-        url = await cluster.gateway()
-        stream = LiveStream()
-        async with httpx.AsyncClient(base_url=url, timeout=90) as http:
-            body = chat_body(session, user_message(build(name, 16, 0.5)), agent="mcp-jobs")
-            async with http.stream("POST", "/api/chat", json=body) as response:
-                reader = asyncio.create_task(stream.read(response))
-                await wait_until(
-                    lambda: any(s == "step 2 of 16" for _, s in task_updates(_chunks(stream))),
-                    timeout=60,
-                )
-                worker.kill()
-                cluster.worker(**environment)
-                await asyncio.wait_for(reader, timeout=90)
+    name = uuid.uuid4().hex[:8]
+
+    stream, _ = await killed_while_following(cluster, jobs, name, 16)
 
     outputs = [c for c in _chunks(stream) if c["type"].startswith("tool-output")]
     assert [(c["type"], c.get("output")) for c in outputs] == [
@@ -153,28 +172,13 @@ async def test_a_stop_after_the_worker_following_a_task_died_still_cancels_the_t
     cluster: Cluster, jobs: Path
 ) -> None:
     """No live call is left to send `tasks/cancel`: the turn's finish sends it."""
-    session, name = new_session(), uuid.uuid4().hex[:8]
-    environment = {"PERDURE_TEST_JOBS_URL": JOBS_URL}
-    async with cluster.temporal():
-        worker = cluster.worker(**environment)
-        url = await cluster.gateway()
-        stream = LiveStream()
-        async with httpx.AsyncClient(base_url=url, timeout=90) as http:
-            body = chat_body(session, user_message(build(name, 120, 0.5)), agent="mcp-jobs")
-            async with http.stream("POST", "/api/chat", json=body) as response:
-                reader = asyncio.create_task(stream.read(response))
-                await wait_until(
-                    lambda: any(s == "step 2 of 120" for _, s in task_updates(_chunks(stream))),
-                    timeout=60,
-                )
-                worker.kill()
-                stopped = await http.post(f"/api/chat/{session}/stop")
-                cluster.worker(**environment)
-                await asyncio.wait_for(reader, timeout=90)
-            await wait_until(lambda: name in lines(jobs, "cancelled"), timeout=60)
+    name = uuid.uuid4().hex[:8]
 
-    assert stopped.json()["result"] == "stopped"
+    stream, stopped = await killed_while_following(cluster, jobs, name, 120, stop=True)
+
+    assert stopped is not None and stopped.json()["result"] == "stopped"
     assert _chunks(stream)[-1]["type"] == "abort"
+    assert name in lines(jobs, "cancelled")
 
 
 def _chunks(stream: LiveStream) -> list[dict[str, Any]]:
